@@ -1,0 +1,1 @@
+"""The analysis layer: reports with standard errors, figures, and the published-results audit."""

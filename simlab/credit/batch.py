@@ -1,0 +1,329 @@
+"""The SegmentBatch: segmented rollouts laid out as rows, the one input the credit layer reads.
+
+Rows are segments in rollout-major order (every segment of rollout 0, then rollout 1, ...). Each row
+holds the optimised tokens of one segment left-aligned in a ``(num_segments, max_tokens)`` grid; the
+rest of the row is padding. Dummy rows (``pad_to``) have zero tokens and belong to no rollout.
+
+Everything here is numpy; the batch knows nothing about tasks, models or trainers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simlab.credit import kernels
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+DUMMY = -1
+"""``seg_rollout`` of a dummy padding row."""
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentBatch:
+    """A batch of segmented rollouts sharing terminal rewards.
+
+    Build one with :meth:`from_rollouts`; the fields are the validated, array form.
+    """
+
+    seg_tokens: IntArray
+    """(S,) optimised tokens in each row; 0 for dummy rows."""
+    seg_rollout: IntArray
+    """(S,) rollout index of each row; ``DUMMY`` (-1) for dummy rows."""
+    seg_position: IntArray
+    """(S,) index of the segment within its rollout (0 = first); -1 for dummy rows."""
+    rewards: FloatArray
+    """(R,) terminal reward of each rollout."""
+    groups: IntArray
+    """(R,) prompt-group code of each rollout, 0..num_groups-1 in order of first appearance."""
+    group_labels: tuple[Hashable, ...]
+    """The caller's group ids, indexed by code."""
+    finished: BoolArray
+    """(R,) True if the rollout produced a final answer (False: overlong)."""
+    values: FloatArray | None = field(default=None)
+    """(S, max_tokens) critic values, 0 on padding; None when no critic values were given."""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_rollouts(
+        cls,
+        segment_tokens: Sequence[Sequence[int]],
+        rewards: Sequence[float],
+        groups: Sequence[Hashable] | None = None,
+        values: Sequence[Sequence[Any]] | None = None,
+        finished: Sequence[bool] | None = None,
+    ) -> SegmentBatch:
+        """Validate per-rollout lists and lay them out as segment rows.
+
+        Args:
+            segment_tokens: per rollout, the optimised-token count of each segment, in order (each >= 1).
+            rewards: per rollout, the terminal reward (finite float).
+            groups: per rollout, a prompt-group id; default: one group holding every rollout.
+            values: per rollout, per segment, a 1-D array of critic values, one per optimised token.
+            finished: per rollout, True if it produced a final answer; default: all True.
+
+        Raises:
+            ValueError: naming the argument, the position and what was wrong.
+        """
+        if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
+            raise ValueError(
+                f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
+            )
+        num_rollouts = len(segment_tokens)
+        if num_rollouts == 0:
+            raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
+
+        counts: list[int] = []
+        per_rollout_k: list[int] = []
+        for r, segs in enumerate(segment_tokens):
+            if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
+                raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
+            if len(segs) == 0:
+                raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
+            for s, n in enumerate(segs):
+                if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
+                    raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
+                if n < 1:
+                    raise ValueError(
+                        f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
+                        "optimised token"
+                    )
+                counts.append(int(n))
+            per_rollout_k.append(len(segs))
+
+        reward_arr = _finite_vector("rewards", rewards, num_rollouts)
+
+        if groups is None:
+            group_codes = np.zeros(num_rollouts, dtype=np.int64)
+            labels: tuple[Hashable, ...] = (0,)
+        else:
+            group_codes, labels = _encode_groups(groups, num_rollouts)
+
+        if finished is None:
+            finished_arr = np.ones(num_rollouts, dtype=np.bool_)
+        else:
+            _check_length("finished", finished, num_rollouts)
+            for r, f in enumerate(finished):
+                if not isinstance(f, (bool, np.bool_)):
+                    raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
+            finished_arr = np.asarray(finished, dtype=np.bool_)
+
+        k = np.asarray(per_rollout_k, dtype=np.int64)
+        seg_tokens = np.asarray(counts, dtype=np.int64)
+        seg_rollout = np.repeat(np.arange(num_rollouts, dtype=np.int64), k)
+        starts = np.cumsum(k) - k
+        seg_position = np.arange(seg_tokens.size, dtype=np.int64) - np.repeat(starts, k)
+        width = int(seg_tokens.max())
+
+        value_grid = None
+        if values is not None:
+            value_grid = _value_grid(values, segment_tokens, seg_tokens.size, width)
+
+        return cls(
+            seg_tokens=seg_tokens,
+            seg_rollout=seg_rollout,
+            seg_position=seg_position,
+            rewards=reward_arr,
+            groups=group_codes,
+            group_labels=labels,
+            finished=finished_arr,
+            values=value_grid,
+        )
+
+    def pad_to(self, multiple: int) -> SegmentBatch:
+        """A new batch whose row count is a multiple of ``multiple``, padded with dummy zero-token rows.
+
+        Dummy rows are zero in every output and never change a real row's weight (SUPO's padding of
+        the segment count to the mini-batch size).
+        """
+        if isinstance(multiple, bool) or not isinstance(multiple, Integral) or multiple < 1:
+            raise ValueError(f"multiple={multiple!r} is invalid; use an integer >= 1")
+        extra = (-self.num_segments) % int(multiple)
+        if extra == 0:
+            return self
+        fill = np.full(extra, DUMMY, dtype=np.int64)
+        values = None
+        if self.values is not None:
+            values = np.concatenate([self.values, np.zeros((extra, self.max_tokens))], axis=0)
+        return SegmentBatch(
+            seg_tokens=np.concatenate([self.seg_tokens, np.zeros(extra, dtype=np.int64)]),
+            seg_rollout=np.concatenate([self.seg_rollout, fill]),
+            seg_position=np.concatenate([self.seg_position, fill]),
+            rewards=self.rewards,
+            groups=self.groups,
+            group_labels=self.group_labels,
+            finished=self.finished,
+            values=values,
+        )
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def num_segments(self) -> int:
+        """Rows, dummies included."""
+        return int(self.seg_tokens.size)
+
+    @property
+    def num_rollouts(self) -> int:
+        return int(self.rewards.size)
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.group_labels)
+
+    @property
+    def max_tokens(self) -> int:
+        """Row width: the longest segment."""
+        return int(self.seg_tokens.max())
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.num_segments, self.max_tokens)
+
+    # ------------------------------------------------------------------ derived per row / rollout
+    @cached_property
+    def is_real(self) -> BoolArray:
+        """(S,) False on dummy rows."""
+        return self.seg_rollout != DUMMY
+
+    @cached_property
+    def token_mask(self) -> BoolArray:
+        """(S, max_tokens) True on real optimised tokens."""
+        return np.arange(self.max_tokens)[None, :] < self.seg_tokens[:, None]
+
+    @cached_property
+    def segments_per_rollout(self) -> IntArray:
+        """(R,) K_r, the number of segments of each rollout."""
+        return np.bincount(self.seg_rollout[self.is_real], minlength=self.num_rollouts).astype(np.int64)
+
+    @cached_property
+    def rollout_tokens(self) -> IntArray:
+        """(R,) T_r, optimised tokens of each rollout over all its segments."""
+        real = self.is_real
+        return np.bincount(
+            self.seg_rollout[real], weights=self.seg_tokens[real], minlength=self.num_rollouts
+        ).astype(np.int64)
+
+    @cached_property
+    def n_after(self) -> IntArray:
+        """(S,) N_after(s): optimised tokens generated after row s in its rollout (0 on dummies)."""
+        return kernels.tokens_after(self.seg_tokens, self.seg_rollout)
+
+    @cached_property
+    def row_reward(self) -> FloatArray:
+        """(S,) the terminal reward of the row's rollout (0 on dummies)."""
+        return self.per_row(self.rewards)
+
+    @cached_property
+    def row_finished(self) -> BoolArray:
+        """(S,) whether the row's rollout finished (False on dummies)."""
+        out = np.zeros(self.num_segments, dtype=np.bool_)
+        out[self.is_real] = self.finished[self.seg_rollout[self.is_real]]
+        return out
+
+    @cached_property
+    def is_last_segment(self) -> BoolArray:
+        """(S,) True on the final segment of each rollout."""
+        last = np.zeros(self.num_segments, dtype=np.bool_)
+        real = self.is_real
+        last[real] = self.seg_position[real] == self.segments_per_rollout[self.seg_rollout[real]] - 1
+        return last
+
+    def per_row(self, per_rollout: NDArray[Any]) -> FloatArray:
+        """Broadcast an (R,) per-rollout array to (S,) rows; dummies get 0."""
+        out = np.zeros(self.num_segments, dtype=np.float64)
+        real = self.is_real
+        out[real] = np.asarray(per_rollout, dtype=np.float64)[self.seg_rollout[real]]
+        return out
+
+    def broadcast(self, per_row: NDArray[Any]) -> FloatArray:
+        """(S,) per-row scalars written onto each row's real tokens: an (S, max_tokens) array."""
+        return kernels.broadcast_rows(np.ascontiguousarray(per_row, dtype=np.float64), self.seg_tokens,
+                                      self.max_tokens)
+
+    def require_values(self, who: str) -> FloatArray:
+        if self.values is None:
+            raise ValueError(f"{who} needs critic values; build the batch with values=...")
+        return self.values
+
+    def __repr__(self) -> str:
+        return (
+            f"SegmentBatch(rollouts={self.num_rollouts}, segments={self.num_segments}, "
+            f"groups={self.num_groups}, tokens={int(self.seg_tokens.sum())}, max_tokens={self.max_tokens}, "
+            f"values={'yes' if self.values is not None else 'no'})"
+        )
+
+
+# ---------------------------------------------------------------------- validation helpers
+def _check_length(name: str, seq: Any, expected: int) -> None:
+    try:
+        n = len(seq)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence with one entry per rollout, got {seq!r}") from None
+    if n != expected:
+        raise ValueError(f"{name} has {n} entries but segment_tokens has {expected} rollouts")
+
+
+
+def _finite_vector(name: str, seq: Sequence[float], expected: int) -> FloatArray:
+    _check_length(name, seq, expected)
+    out = np.empty(expected, dtype=np.float64)
+    for i, x in enumerate(seq):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, Real):
+            raise ValueError(f"{name}[{i}]={x!r} is invalid; use a finite float")
+        if not math.isfinite(float(x)):
+            raise ValueError(f"{name}[{i}]={float(x)!r} is invalid; rewards must be finite")
+        out[i] = float(x)
+    return out
+
+
+def _encode_groups(groups: Sequence[Hashable], expected: int) -> tuple[IntArray, tuple[Hashable, ...]]:
+    _check_length("groups", groups, expected)
+    code_of: dict[Hashable, int] = {}
+    codes = np.empty(expected, dtype=np.int64)
+    for r, g in enumerate(groups):
+        key = g.item() if isinstance(g, np.generic) else g
+        try:
+            codes[r] = code_of.setdefault(key, len(code_of))
+        except TypeError:
+            raise ValueError(f"groups[{r}]={g!r} is invalid; group ids must be hashable") from None
+    return codes, tuple(code_of)
+
+
+def _value_grid(
+    values: Sequence[Sequence[Any]], segment_tokens: Sequence[Sequence[int]], num_segments: int, width: int
+) -> FloatArray:
+    _check_length("values", values, len(segment_tokens))
+    grid = np.zeros((num_segments, width), dtype=np.float64)
+    row = 0
+    for r, (per_seg, counts) in enumerate(zip(values, segment_tokens, strict=True)):
+        try:
+            k = len(per_seg)
+        except TypeError:
+            raise ValueError(f"values[{r}] must be a list of per-segment arrays, got {per_seg!r}") from None
+        if k != len(counts):
+            raise ValueError(
+                f"values[{r}] has {k} segments but segment_tokens[{r}] has {len(counts)}"
+            )
+        for s, (v, n) in enumerate(zip(per_seg, counts, strict=True)):
+            arr = np.asarray(v, dtype=np.float64)
+            if arr.ndim != 1 or arr.size != n:
+                raise ValueError(
+                    f"values[{r}][{s}] has shape {arr.shape} but segment_tokens[{r}][{s}]={n}; "
+                    "give one value per optimised token"
+                )
+            if not np.all(np.isfinite(arr)):
+                bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+                raise ValueError(f"values[{r}][{s}][{bad}]={arr[bad]!r} is invalid; values must be finite")
+            grid[row, :n] = arr
+            row += 1
+    return grid

@@ -1,0 +1,113 @@
+"""Compaction-health quantities of a batch: what the tracker logs every training step.
+
+The seed's maintenance advice reads as a dashboard spec: watch the segment-count distribution (drift
+toward more segments leads both the normaliser bias and a stalling summariser), the baseline shift
+between trajectory- and rollout-group statistics, the share of loss weight that compacting rollouts
+take against their share of tokens (Block 1: 80% against 65.8%), the realised N_after and the
+effective lambda with the first segment's surviving weight (Block 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simlab.credit.batch import FloatArray, IntArray, SegmentBatch
+from simlab.credit.lambdas import check_gamma, segment_lambdas
+from simlab.credit.normalisers import row_weights
+
+QUANTILES = (0.1, 0.5, 0.9)
+
+
+def segment_count_distribution(batch: SegmentBatch) -> dict[int, int]:
+    """{segments per rollout: number of rollouts}."""
+    counts = np.bincount(batch.segments_per_rollout)
+    return {k: int(c) for k, c in enumerate(counts) if c}
+
+
+def baseline_shift(batch: SegmentBatch) -> FloatArray:
+    """(num_groups,) trajectory-group mean minus rollout-group mean (Block 1: 0.8 - 0.5 = 0.3)."""
+    g, ng, k = batch.groups, batch.num_groups, batch.segments_per_rollout.astype(np.float64)
+    per_rollout = np.bincount(g, weights=batch.rewards, minlength=ng) / np.bincount(g, minlength=ng)
+    per_segment = np.bincount(g, weights=k * batch.rewards, minlength=ng) / np.bincount(g, weights=k, minlength=ng)
+    return per_segment - per_rollout
+
+
+def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> tuple[float, float]:
+    """(loss-weight share, token share) of rollouts that compacted at least once.
+
+    Shares are over the rows the normaliser keeps. Block 1: segment normaliser 0.80 vs 0.658 tokens.
+    """
+    w = row_weights(batch, normaliser, **options) * batch.seg_tokens        # total weight per row
+    compacting = batch.per_row(batch.segments_per_rollout > 1) > 0
+    kept = w > 0
+    total_w = w.sum()
+    tokens = batch.seg_tokens * kept
+    total_t = tokens.sum()
+    loss_share = float(w[compacting].sum() / total_w) if total_w > 0 else float("nan")
+    token_share = float(tokens[compacting].sum() / total_t) if total_t > 0 else float("nan")
+    return loss_share, token_share
+
+
+def n_after_distribution(batch: SegmentBatch) -> IntArray:
+    """(real segments,) N_after of every real segment."""
+    return batch.n_after[batch.is_real]
+
+
+def effective_lambda(batch: SegmentBatch, lam: float | str, **options: Any) -> FloatArray:
+    """(real segments,) the lambda each real segment uses under ``lam`` (a float or a reading)."""
+    return segment_lambdas(batch, lam, **options)[batch.is_real]
+
+
+def first_segment_weight(batch: SegmentBatch, *, gamma: float, lam: float | str, **options: Any) -> FloatArray:
+    """(R,) (gamma * lam_1) ** N_after(1): what survives of the first segment's credit under eq. (14)."""
+    gl = check_gamma(gamma) * segment_lambdas(batch, lam, **options)
+    first = batch.is_real & (batch.seg_position == 0)
+    out = np.empty(batch.num_rollouts)
+    out[batch.seg_rollout[first]] = gl[first] ** batch.n_after[first]
+    return out
+
+
+@dataclass(frozen=True)
+class HealthOptions:
+    """What the summary needs to know about the training recipe."""
+
+    normaliser: str = "token"
+    overlong_mask: bool = False
+    gamma: float = 1.0
+    lam: float | str = 0.95
+    alpha: float | None = None
+    response_cap: float | None = None
+
+
+def summary(batch: SegmentBatch, opts: HealthOptions | None = None) -> dict[str, float]:
+    """Flat ``{metric: float}`` of every health quantity, ready for batched logging."""
+    opts = opts or HealthOptions()
+    k = batch.segments_per_rollout
+    out: dict[str, float] = {
+        "segments/mean": float(k.mean()),
+        "segments/max": float(k.max()),
+        "compaction_rate": float(np.mean(k > 1)),
+        "baseline_shift/mean": float(baseline_shift(batch).mean()),
+    }
+    for q in QUANTILES:
+        out[f"segments/q{int(q * 100)}"] = float(np.quantile(k, q))
+    for count, n in segment_count_distribution(batch).items():
+        out[f"segments/count_{count}"] = float(n)
+    loss_share, token_share = compacting_shares(batch, opts.normaliser, overlong_mask=opts.overlong_mask)
+    out["compacting/loss_share"] = loss_share
+    out["compacting/token_share"] = token_share
+    n_after = n_after_distribution(batch)
+    for q in QUANTILES:
+        out[f"n_after/q{int(q * 100)}"] = float(np.quantile(n_after, q))
+    lam_opts = {"alpha": opts.alpha, "response_cap": opts.response_cap} if isinstance(opts.lam, str) else {}
+    lam = effective_lambda(batch, opts.lam, **lam_opts)
+    out["lambda/mean"] = float(lam.mean())
+    out["lambda/min"] = float(lam.min())
+    fsw = first_segment_weight(batch, gamma=opts.gamma, lam=opts.lam, **lam_opts)
+    multi = k > 1
+    out["first_segment_weight/mean"] = float(fsw[multi].mean()) if multi.any() else 1.0
+    out["first_segment_weight/min"] = float(fsw.min())
+    return out

@@ -1,0 +1,116 @@
+"""Compiled loops over the real tokens of a SegmentBatch.
+
+The credit layer runs on every training step of every trial, on batches of about a million tokens.
+The usual way to compute GAE (verl, TorchRL) is a reverse loop over time that is vectorised across
+rows; on segment grids that loop walks every padding column and pays Python overhead per column.
+These kernels instead walk each row's real tokens once, in compiled code, and never touch padding
+(``np.zeros`` pages that are never written cost nothing). Each kernel has a plain-Python twin in
+:mod:`simlab.credit.reference` that the tests compare against.
+
+Layout: rows are segments in rollout-major order; row ``s`` holds ``seg_tokens[s]`` tokens
+left-aligned in a ``(S, W)`` grid; ``seg_rollout[s] == -1`` marks a dummy row with no tokens.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def broadcast_rows(per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int) -> NDArray[np.float64]:
+    """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
+    out = np.zeros((seg_tokens.size, width))
+    for s in range(seg_tokens.size):
+        x = per_row[s]
+        if x != 0.0:
+            for t in range(seg_tokens[s]):
+                out[s, t] = x
+    return out
+
+
+@_jit
+def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
+    """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
+    out = np.zeros(seg_tokens.size, dtype=np.int64)
+    running = 0
+    current = -2
+    for s in range(seg_tokens.size - 1, -1, -1):
+        if seg_rollout[s] < 0:
+            continue
+        if seg_rollout[s] != current:
+            current = seg_rollout[s]
+            running = 0
+        out[s] = running
+        running += seg_tokens[s]
+    return out
+
+
+@_jit
+def gae(
+    values: NDArray[np.float64],
+    seg_tokens: NDArray[np.int64],
+    seg_rollout: NDArray[np.int64],
+    rewards: NDArray[np.float64],
+    gamma: float,
+    gl: NDArray[np.float64],
+    concat: bool,
+) -> NDArray[np.float64]:
+    """GAE over segment rows, either per segment or over the rollout's concatenated tokens.
+
+    delta_t = r_t + gamma * V_{t+1} - V_t;   A_t = delta_t + (gamma * lam_t) * A_{t+1}     (GAE eq. 16)
+
+    ``concat=False`` (segment-local): each row is its own trajectory; the rollout's terminal reward
+    sits on the row's last token and V = 0 after it.  ``concat=True``: a rollout's rows form one
+    trajectory; V_{t+1} and A_{t+1} cross the row boundary, and the reward sits on the rollout's
+    final token only.  ``gl[s]`` is gamma * lam for the tokens of row s.
+
+    Shapes: values (S, W), seg_tokens (S,), seg_rollout (S,), rewards (R,), gl (S,) -> (S, W).
+    """
+    num_rows, width = values.shape
+    out = np.zeros((num_rows, width))
+    current = -2  # rollout whose tail we are inside (concat mode)
+    a_next = 0.0
+    v_next = 0.0
+    for s in range(num_rows - 1, -1, -1):
+        r = seg_rollout[s]
+        if r < 0:
+            continue
+        n = seg_tokens[s]
+        carry = concat and r == current
+        if not carry:
+            a_next = 0.0
+            v_next = 0.0
+        c = gl[s]
+        for t in range(n - 1, -1, -1):
+            v = values[s, t]
+            delta = gamma * v_next - v
+            if t == n - 1 and not carry:
+                delta += rewards[r]
+            a_next = delta + c * a_next
+            out[s, t] = a_next
+            v_next = v
+        current = r
+    return out
+
+
+@_jit
+def scale_rows(grid: NDArray[np.float64], seg_tokens: NDArray[np.int64], per_row: NDArray[np.float64]) -> None:
+    """In place: grid[s, :n_s] *= per_row[s].  (S, W), (S,), (S,)."""
+    for s in range(seg_tokens.size):
+        f = per_row[s]
+        for t in range(seg_tokens[s]):
+            grid[s, t] *= f
+
+
+@_jit
+def add_rows(grid: NDArray[np.float64], other: NDArray[np.float64], seg_tokens: NDArray[np.int64]) -> NDArray[np.float64]:
+    """grid + other on real tokens only; 0 on padding.  (S, W), (S, W), (S,) -> (S, W)."""
+    out = np.zeros(grid.shape)
+    for s in range(seg_tokens.size):
+        for t in range(seg_tokens[s]):
+            out[s, t] = grid[s, t] + other[s, t]
+    return out

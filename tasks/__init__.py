@@ -1,0 +1,1 @@
+"""Synthetic long-horizon Gymnasium tasks for simlab (namespace ``simlab``)."""
