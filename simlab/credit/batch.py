@@ -247,8 +247,9 @@ class SegmentBatch:
 
     def broadcast(self, per_row: NDArray[Any]) -> FloatArray:
         """(S,) per-row scalars written onto each row's real tokens: an (S, max_tokens) array."""
-        return kernels.broadcast_rows(np.ascontiguousarray(per_row, dtype=np.float64), self.seg_tokens,
-                                      self.max_tokens)
+        return kernels.broadcast_rows(
+            np.ascontiguousarray(per_row, dtype=np.float64), self.seg_tokens, self.max_tokens
+        )
 
     def require_values(self, who: str) -> FloatArray:
         if self.values is None:
@@ -271,7 +272,6 @@ def _check_length(name: str, seq: Any, expected: int) -> None:
         raise ValueError(f"{name} must be a sequence with one entry per rollout, got {seq!r}") from None
     if n != expected:
         raise ValueError(f"{name} has {n} entries but segment_tokens has {expected} rollouts")
-
 
 
 def _finite_vector(name: str, seq: Sequence[float], expected: int) -> FloatArray:
@@ -311,9 +311,7 @@ def _value_grid(
         except TypeError:
             raise ValueError(f"values[{r}] must be a list of per-segment arrays, got {per_seg!r}") from None
         if k != len(counts):
-            raise ValueError(
-                f"values[{r}] has {k} segments but segment_tokens[{r}] has {len(counts)}"
-            )
+            raise ValueError(f"values[{r}] has {k} segments but segment_tokens[{r}] has {len(counts)}")
         for s, (v, n) in enumerate(zip(per_seg, counts, strict=True)):
             arr = np.asarray(v, dtype=np.float64)
             if arr.ndim != 1 or arr.size != n:
@@ -323,7 +321,9 @@ def _value_grid(
                 )
             if not np.all(np.isfinite(arr)):
                 bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-                raise ValueError(f"values[{r}][{s}][{bad}]={arr[bad]!r} is invalid; values must be finite")
+                raise ValueError(
+                    f"values[{r}][{s}][{bad}]={float(arr[bad])!r} is invalid; values must be finite"
+                )
             grid[row, :n] = arr
             row += 1
     return grid

@@ -65,12 +65,12 @@ def _group_advantage(
     rollouts = np.bincount(g, minlength=ng)
     count = np.bincount(g, weights=weight, minlength=ng)
     mean = np.bincount(g, weights=weight * rewards, minlength=ng) / count
-    centred = rewards - mean[g]                                         # R - mean
+    centred = rewards - mean[g]  # R - mean
     adv = centred
     if std_normalize:
         ddof = 1.0 if unbiased_std else 0.0
         var = np.bincount(g, weights=weight * centred**2, minlength=ng) / np.maximum(count - ddof, 1.0)
-        adv = centred / (np.sqrt(var)[g] + eps)                         # (R - mean) / (std + eps)
+        adv = centred / (np.sqrt(var)[g] + eps)  # (R - mean) / (std + eps)
     # A group of one has no baseline. verl returns the raw reward there; we return 0.
     return np.where(rollouts[g] >= 2, adv, 0.0)
 
@@ -91,8 +91,9 @@ def rollout_group(
     A group with one rollout gets advantage 0 (no baseline exists); verl returns the raw reward there.
     Shapes: batch (S rows, W tokens) -> advantages (S, W).
     """
-    adv = _group_advantage(batch, np.ones(batch.num_rollouts), std_normalize=std_normalize, eps=eps,
-                           unbiased_std=unbiased_std)
+    adv = _group_advantage(
+        batch, np.ones(batch.num_rollouts), std_normalize=std_normalize, eps=eps, unbiased_std=unbiased_std
+    )
     return Estimate(batch.broadcast(batch.per_row(adv)))
 
 
@@ -150,8 +151,9 @@ def gae_concat(
     lambda, token t uses the lambda of its own segment.  Value targets: A + V.
     Shapes: batch with values (S, W) -> advantages, value_targets (S, W).
     """
-    adv, values, _ = _gae(batch, "gae_concat", gamma=gamma, lam=lam, alpha=alpha, response_cap=response_cap,
-                          concat=True)
+    adv, values, _ = _gae(
+        batch, "gae_concat", gamma=gamma, lam=lam, alpha=alpha, response_cap=response_cap, concat=True
+    )
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
@@ -172,8 +174,9 @@ def gae_segment_local(
     Over-credits early segments by (gamma*lam)^-N_after (seed Block 2: 1.441x on 18 tokens).
     Value targets: local A + V.
     """
-    adv, values, _ = _gae(batch, "gae_segment_local", gamma=gamma, lam=lam, alpha=alpha,
-                          response_cap=response_cap, concat=False)
+    adv, values, _ = _gae(
+        batch, "gae_segment_local", gamma=gamma, lam=lam, alpha=alpha, response_cap=response_cap, concat=False
+    )
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
@@ -195,10 +198,11 @@ def gae_compaction(
     exactly; the value terms keep a bootstrapping residual on every pre-final segment (seed Block 2).
     Value targets: the local return, A^local + V, as CompactionRL keeps it.
     """
-    local, values, gl = _gae(batch, "gae_compaction", gamma=gamma, lam=lam, alpha=alpha,
-                             response_cap=response_cap, concat=False)
+    local, values, gl = _gae(
+        batch, "gae_compaction", gamma=gamma, lam=lam, alpha=alpha, response_cap=response_cap, concat=False
+    )
     targets = kernels.add_rows(local, values, batch.seg_tokens)
-    kernels.scale_rows(local, batch.seg_tokens, gl ** batch.n_after)    # * (gamma*lam_s)^N_after(s)
+    kernels.scale_rows(local, batch.seg_tokens, gl**batch.n_after)  # * (gamma*lam_s)^N_after(s)
     return Estimate(local, targets, family="gae")
 
 
@@ -227,13 +231,15 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
     """(num_segments, max_tokens) critic targets from a GAE estimator; group estimators have none."""
     est = estimate(batch, name, **options)
     if est.value_targets is None:
-        raise ValueError(f"estimator {name!r} produces no value targets; use one of "
-                         f"{[n for n in ESTIMATORS.names() if n.startswith('gae')]}")
+        raise ValueError(
+            f"estimator {name!r} produces no value targets; use one of "
+            f"{[n for n in ESTIMATORS.names() if n.startswith('gae')]}"
+        )
     return est.value_targets
 
 
 def estimator_family(name: str) -> str:
-    """"gae" for estimators that need critic values, "group" for the rest."""
+    """ "gae" for estimators that need critic values, "group" for the rest."""
     return "gae" if ESTIMATORS.canonical(name).startswith("gae") else "group"
 
 
@@ -248,7 +254,7 @@ def whiten(adv: FloatArray, mask: np.ndarray, *, shift_mean: bool = True, eps: f
         return np.zeros_like(adv)
     real = adv[m]
     mean = real.mean()
-    var = real.var(ddof=1) if n > 1 else 0.0   # verl's masked_var is unbiased
+    var = real.var(ddof=1) if n > 1 else 0.0  # verl's masked_var is unbiased
     out = np.zeros_like(adv)
     white = (real - mean) / np.sqrt(var + eps)
     out[m] = white if shift_mean else white + mean

@@ -31,7 +31,9 @@ def baseline_shift(batch: SegmentBatch) -> FloatArray:
     """(num_groups,) trajectory-group mean minus rollout-group mean (Block 1: 0.8 - 0.5 = 0.3)."""
     g, ng, k = batch.groups, batch.num_groups, batch.segments_per_rollout.astype(np.float64)
     per_rollout = np.bincount(g, weights=batch.rewards, minlength=ng) / np.bincount(g, minlength=ng)
-    per_segment = np.bincount(g, weights=k * batch.rewards, minlength=ng) / np.bincount(g, weights=k, minlength=ng)
+    per_segment = np.bincount(g, weights=k * batch.rewards, minlength=ng) / np.bincount(
+        g, weights=k, minlength=ng
+    )
     return per_segment - per_rollout
 
 
@@ -40,7 +42,7 @@ def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> t
 
     Shares are over the rows the normaliser keeps. Block 1: segment normaliser 0.80 vs 0.658 tokens.
     """
-    w = row_weights(batch, normaliser, **options) * batch.seg_tokens        # total weight per row
+    w = row_weights(batch, normaliser, **options) * batch.seg_tokens  # total weight per row
     compacting = batch.per_row(batch.segments_per_rollout > 1) > 0
     kept = w > 0
     total_w = w.sum()
@@ -61,7 +63,9 @@ def effective_lambda(batch: SegmentBatch, lam: float | str, **options: Any) -> F
     return segment_lambdas(batch, lam, **options)[batch.is_real]
 
 
-def first_segment_weight(batch: SegmentBatch, *, gamma: float, lam: float | str, **options: Any) -> FloatArray:
+def first_segment_weight(
+    batch: SegmentBatch, *, gamma: float, lam: float | str, **options: Any
+) -> FloatArray:
     """(R,) (gamma * lam_1) ** N_after(1): what survives of the first segment's credit under eq. (14)."""
     gl = check_gamma(gamma) * segment_lambdas(batch, lam, **options)
     first = batch.is_real & (batch.seg_position == 0)

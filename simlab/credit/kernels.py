@@ -21,7 +21,9 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def broadcast_rows(per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int) -> NDArray[np.float64]:
+def broadcast_rows(
+    per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
+) -> NDArray[np.float64]:
     """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
     out = np.zeros((seg_tokens.size, width))
     for s in range(seg_tokens.size):
@@ -98,7 +100,9 @@ def gae(
 
 
 @_jit
-def scale_rows(grid: NDArray[np.float64], seg_tokens: NDArray[np.int64], per_row: NDArray[np.float64]) -> None:
+def scale_rows(
+    grid: NDArray[np.float64], seg_tokens: NDArray[np.int64], per_row: NDArray[np.float64]
+) -> None:
     """In place: grid[s, :n_s] *= per_row[s].  (S, W), (S,), (S,)."""
     for s in range(seg_tokens.size):
         f = per_row[s]
@@ -107,7 +111,9 @@ def scale_rows(grid: NDArray[np.float64], seg_tokens: NDArray[np.int64], per_row
 
 
 @_jit
-def add_rows(grid: NDArray[np.float64], other: NDArray[np.float64], seg_tokens: NDArray[np.int64]) -> NDArray[np.float64]:
+def add_rows(
+    grid: NDArray[np.float64], other: NDArray[np.float64], seg_tokens: NDArray[np.int64]
+) -> NDArray[np.float64]:
     """grid + other on real tokens only; 0 on padding.  (S, W), (S, W), (S,) -> (S, W)."""
     out = np.zeros(grid.shape)
     for s in range(seg_tokens.size):

@@ -65,7 +65,9 @@ def constant(batch: SegmentBatch, kept: BoolArray, *, max_tokens: int | None = N
     """
     if max_tokens is None:
         max_tokens = batch.max_tokens
-    elif isinstance(max_tokens, bool) or not isinstance(max_tokens, Integral) or max_tokens < batch.max_tokens:
+    elif (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, Integral) or max_tokens < batch.max_tokens
+    ):
         raise ValueError(
             f"`max_tokens={max_tokens!r}` is invalid; use an integer >= the longest segment "
             f"({batch.max_tokens} tokens)"
@@ -88,7 +90,9 @@ def row_weights(batch: SegmentBatch, name: str, *, overlong_mask: bool = False, 
     return fn(batch, kept_rows(batch, overlong_mask=overlong_mask), **options)
 
 
-def loss_weights(batch: SegmentBatch, name: str, *, overlong_mask: bool = False, **options: Any) -> FloatArray:
+def loss_weights(
+    batch: SegmentBatch, name: str, *, overlong_mask: bool = False, **options: Any
+) -> FloatArray:
     """(num_segments, max_tokens) token loss weights; the loss is ``(w * per_token_loss).sum()``.
 
     0 on padding, on dummy rows and (with ``overlong_mask``) on unfinished rollouts.
