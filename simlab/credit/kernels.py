@@ -4,7 +4,8 @@ The credit layer runs on every training step of every trial, on batches of about
 The usual way to compute GAE (verl, TorchRL) is a reverse loop over time that is vectorised across
 rows; on segment grids that loop walks every padding column and pays Python overhead per column.
 These kernels instead walk each row's real tokens once, in compiled code, and never touch padding
-(``np.zeros`` pages that are never written cost nothing). Each kernel has a plain-Python twin in
+(outputs are allocated here with ``np.zeros``, whose untouched pages cost nothing; numba's own
+``np.zeros`` would memset the whole padded grid, which costs more than the arithmetic). Each kernel has a plain-Python twin in
 :mod:`simlab.credit.reference` that the tests compare against.
 
 Layout: rows are segments in rollout-major order; row ``s`` holds ``seg_tokens[s]`` tokens
@@ -20,18 +21,24 @@ from numpy.typing import NDArray
 _jit = numba.njit(cache=True, nogil=True)
 
 
-@_jit
 def broadcast_rows(
     per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
 ) -> NDArray[np.float64]:
     """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
     out = np.zeros((seg_tokens.size, width))
+    _broadcast_rows(out, per_row, seg_tokens)
+    return out
+
+
+@_jit
+def _broadcast_rows(
+    out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
+) -> None:
     for s in range(seg_tokens.size):
         x = per_row[s]
         if x != 0.0:
             for t in range(seg_tokens[s]):
                 out[s, t] = x
-    return out
 
 
 @_jit
@@ -51,7 +58,6 @@ def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) 
     return out
 
 
-@_jit
 def gae(
     values: NDArray[np.float64],
     seg_tokens: NDArray[np.int64],
@@ -72,12 +78,26 @@ def gae(
 
     Shapes: values (S, W), seg_tokens (S,), seg_rollout (S,), rewards (R,), gl (S,) -> (S, W).
     """
-    num_rows, width = values.shape
-    out = np.zeros((num_rows, width))
+    out = np.zeros(values.shape)
+    _gae(out, values, seg_tokens, seg_rollout, rewards, gamma, gl, concat)
+    return out
+
+
+@_jit
+def _gae(
+    out: NDArray[np.float64],
+    values: NDArray[np.float64],
+    seg_tokens: NDArray[np.int64],
+    seg_rollout: NDArray[np.int64],
+    rewards: NDArray[np.float64],
+    gamma: float,
+    gl: NDArray[np.float64],
+    concat: bool,
+) -> None:
     current = -2  # rollout whose tail we are inside (concat mode)
     a_next = 0.0
     v_next = 0.0
-    for s in range(num_rows - 1, -1, -1):
+    for s in range(seg_tokens.size - 1, -1, -1):
         r = seg_rollout[s]
         if r < 0:
             continue
@@ -96,7 +116,6 @@ def gae(
             out[s, t] = a_next
             v_next = v
         current = r
-    return out
 
 
 @_jit
@@ -110,13 +129,22 @@ def scale_rows(
             grid[s, t] *= f
 
 
-@_jit
 def add_rows(
     grid: NDArray[np.float64], other: NDArray[np.float64], seg_tokens: NDArray[np.int64]
 ) -> NDArray[np.float64]:
     """grid + other on real tokens only; 0 on padding.  (S, W), (S, W), (S,) -> (S, W)."""
     out = np.zeros(grid.shape)
+    _add_rows(out, grid, other, seg_tokens)
+    return out
+
+
+@_jit
+def _add_rows(
+    out: NDArray[np.float64],
+    grid: NDArray[np.float64],
+    other: NDArray[np.float64],
+    seg_tokens: NDArray[np.int64],
+) -> None:
     for s in range(seg_tokens.size):
         for t in range(seg_tokens[s]):
             out[s, t] = grid[s, t] + other[s, t]
-    return out
