@@ -5,8 +5,8 @@ The usual way to compute GAE (verl, TorchRL) is a reverse loop over time that is
 rows; on segment grids that loop walks every padding column and pays Python overhead per column.
 These kernels instead walk each row's real tokens once, in compiled code, and never touch padding
 (outputs are allocated here with ``np.zeros``, whose untouched pages cost nothing; numba's own
-``np.zeros`` would memset the whole padded grid, which costs more than the arithmetic). Each kernel has a plain-Python twin in
-:mod:`simlab.credit.reference` that the tests compare against.
+``np.zeros`` would memset the whole padded grid, which costs more than the arithmetic). Each kernel
+has a plain-Python twin in :mod:`simlab.credit.reference` that the tests compare against.
 
 Layout: rows are segments in rollout-major order; row ``s`` holds ``seg_tokens[s]`` tokens
 left-aligned in a ``(S, W)`` grid; ``seg_rollout[s] == -1`` marks a dummy row with no tokens.
