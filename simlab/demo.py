@@ -6,6 +6,8 @@ as a smoke test of an installation.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from simlab.credit import ESTIMATORS, NORMALISERS, SegmentBatch, advantages, health, loss_weights
@@ -44,8 +46,8 @@ def block1() -> None:
 def block2() -> None:
     bounds = [0, 6, 11, 18]
     values = np.random.default_rng(7).normal(0.4, 0.15, size=bounds[-1])
-    segs = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    per_seg = [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    segs = [b - a for a, b in itertools.pairwise(bounds)]
+    per_seg = [values[a:b] for a, b in itertools.pairwise(bounds)]
 
     def flat(name: str, reward: float) -> np.ndarray:
         batch = SegmentBatch.from_rollouts([segs], [reward], values=[per_seg])
