@@ -229,9 +229,10 @@ class Decoder:
         return self.state()
 
     def state(self) -> StepOutput:
-        """Latest logits (B, V) and values (B,) of every row."""
-        values = self.values if self.policy.value is not None else None
-        return StepOutput(self.logits, values)
+        """Latest logits (B, V) and values (B,) of every row: copies, since later appends update the
+        decoder's own buffers in place."""
+        values = self.values.clone() if self.policy.value is not None else None
+        return StepOutput(self.logits.clone(), values)
 
     def extend(self, tokens: Tensor, lengths: Tensor) -> StepOutput:
         """Append ``lengths[b]`` tokens of ``tokens`` (B, T) to row ``b`` (0 leaves it unchanged)."""
