@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -169,10 +170,10 @@ def rollout(
             opt_rows[b] += [True] + [False] * len(obs[b])
             logp_rows[b] += [float(s.logprobs[b])] + [0.0] * len(obs[b])
             value_rows[b] += [float(s.values[b])] + [0.0] * len(obs[b])
-    tokens, lengths = pad(rows)
+    tokens, _ = pad(rows)
     T = tokens.shape[1]
 
-    def grid(per_row: list[list[float]] | list[list[bool]], dtype: torch.dtype) -> torch.Tensor:
+    def grid(per_row: Sequence[Sequence[float]], dtype: torch.dtype) -> torch.Tensor:
         out = torch.zeros(B, T, dtype=dtype)
         for b, r in enumerate(per_row):
             out[b, : len(r)] = torch.tensor(r, dtype=dtype)

@@ -12,7 +12,10 @@ from tests.policy.conftest import VOCAB, tiny_policy
 @pytest.mark.parametrize(
     ("overrides", "needle"),
     [
-        ({"d_model": 96, "n_head": 5}, "`policy.n_head=5` is invalid; d_model=96 must be divisible by n_head"),
+        (
+            {"d_model": 96, "n_head": 5},
+            "`policy.n_head=5` is invalid; d_model=96 must be divisible by n_head",
+        ),
         ({"vocab_size": 1}, "`policy.vocab_size=1` is invalid"),
         ({"n_layer": 0}, "`policy.n_layer=0` is invalid"),
         ({"max_len": 2.5}, "`policy.max_len=2.5` is invalid"),
@@ -58,7 +61,8 @@ def test_gradient_reaches_lm_head_value_head_and_embeddings() -> None:
     loss.backward()
     grads = {name: p.grad for name, p in policy.named_parameters()}
     for name in ("wte.weight", "wpe.weight", "value.weight", "value.bias", "blocks.0.attn.qkv.weight"):
-        assert grads[name] is not None and grads[name].abs().sum() > 0, name
+        grad = grads[name]
+        assert grad is not None and grad.abs().sum() > 0, name
     # The LM head is tied to wte; check that the tie holds (a separate head would need its own grad).
     assert policy.lm_head.weight is policy.wte.weight
 
