@@ -222,3 +222,21 @@ def test_sampling_is_deterministic_under_a_seeded_generator() -> None:
     other = rollout(policy, seed=12)
     assert torch.equal(first[0], again[0]) and torch.equal(first[3], again[3])
     assert not torch.equal(first[0], other[0])
+
+
+def test_decoder_bad_input_names_what_is_wrong() -> None:
+    decoder = Decoder(tiny_policy(), 2)
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match=r"lengths must lie in \[0, 3\]"):
+        decoder.prefill(tokens, torch.tensor([4, 1]))
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 23\)"):
+        decoder.prefill(torch.tensor([[1, VOCAB], [1, 2]]), torch.tensor([2, 2]))
+    # An out-of-range id in the padding is fine: padding is never read.
+    decoder.prefill(torch.tensor([[1, -7], [1, 2]]), torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match=r"int64"):
+        decoder.extend(tokens.float(), torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match="distinct row indices"):
+        decoder.reset_rows(torch.tensor([1, 1]), tokens, torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 2\)"):
+        decoder.reset_rows(torch.tensor([2]), tokens[:1], torch.tensor([1]))
+    assert decoder.lengths.tolist() == [1, 2]  # failed calls changed nothing
