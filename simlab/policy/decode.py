@@ -1,0 +1,287 @@
+"""Phase-masked distributions, sampling, training-time token scores and batched KV-cache decoding.
+
+One function, :func:`masked_log_softmax`, defines the distribution the policy acts from: logits over
+temperature with every disallowed token at -inf. Sampling (rollouts) and :func:`score_tokens`
+(training) both go through it, so the log-probs a rollout records and the ones the update recomputes
+are the same quantity.
+
+A phase mask is a boolean ``(..., V)`` tensor, True = the token may be produced now (action tokens,
+summary tokens, answer tokens, ...). The harness owns the phases; this module only applies them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from simlab.policy.model import KVCache, Policy
+
+
+def check_temperature(temperature: float) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"`temperature={temperature!r}` is invalid; choose a value > 0")
+    return float(temperature)
+
+
+def masked_log_softmax(logits: Tensor, allowed: Tensor | None = None, temperature: float = 1.0) -> Tensor:
+    """log softmax(logits / temperature) over the allowed tokens; disallowed entries are -inf.
+
+    Args:
+        logits: (..., V) raw logits.
+        allowed: boolean mask broadcastable to ``logits``, True = allowed; None allows everything.
+            A row with no allowed token gives NaN: callers check for it where it can happen.
+    """
+    z = logits.float() / check_temperature(temperature)
+    if allowed is not None:
+        z = z.masked_fill(~allowed, float("-inf"))
+    return torch.log_softmax(z, dim=-1)
+
+
+def masked_entropy(logp: Tensor, allowed: Tensor | None = None) -> Tensor:
+    """(...,) entropy of the distribution with log-probs ``logp`` (..., V); disallowed tokens add 0."""
+    # p = 0 at a disallowed token, but 0 * -inf is NaN; zero its log-prob instead (keeps gradients finite).
+    logp_safe = logp.masked_fill(~allowed, 0.0) if allowed is not None else logp
+    return -(logp.exp() * logp_safe).sum(dim=-1)
+
+
+class Sample(NamedTuple):
+    tokens: Tensor
+    """(B,) sampled token ids."""
+    logprobs: Tensor
+    """(B,) log-prob of each token under the masked, tempered distribution it was drawn from."""
+    values: Tensor | None
+    """(B,) value of the state the token was sampled in; None without a value head."""
+
+
+def sample(
+    logits: Tensor,
+    allowed: Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    greedy: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """Draw one token per row from ``logits`` (B, V) restricted to ``allowed`` (B, V).
+
+    ``greedy`` takes the most likely allowed token instead of drawing (evaluation); its log-prob is
+    still reported under the tempered, masked distribution. Reproducible for a given ``generator``.
+
+    Returns:
+        tokens (B,) and their log-probs (B,).
+    """
+    if allowed is not None:
+        allowed = allowed.to(device=logits.device, dtype=torch.bool).expand_as(logits)
+        empty = ~allowed.any(dim=-1)
+        if bool(empty.any()):
+            rows = torch.nonzero(empty).flatten().tolist()
+            raise ValueError(f"allowed masks of rows {rows} allow no token; every row needs at least one")
+    logp = masked_log_softmax(logits, allowed, temperature)  # (B, V)
+    if greedy:
+        tokens = logp.argmax(dim=-1)
+    else:
+        tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class TokenScores(NamedTuple):
+    """Per-token quantities for training, aligned with the tokens: index t is about producing token t."""
+
+    logprobs: Tensor
+    """(B, T) log p(tokens[:, t] | tokens[:, :t]) under the phase mask; 0 where the mask is 0."""
+    entropy: Tensor
+    """(B, T) entropy of the masked distribution token t was drawn from; 0 where the mask is 0."""
+    values: Tensor | None
+    """(B, T) value of the state before token t (the one it was sampled in); 0 where the mask is 0."""
+
+
+def score_tokens(
+    policy: Policy,
+    tokens: Tensor,
+    allowed: Tensor | None = None,
+    mask: Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+) -> TokenScores:
+    """Training forward: log-prob, entropy and value for each realised token of right-padded rows.
+
+    Args:
+        policy: the model (its train/eval mode is the caller's).
+        tokens: (B, T) token ids, right-padded.
+        allowed: phase masks broadcastable to (B, T, V); ``allowed[b, t]`` is the set token ``t`` was
+            chosen from. Build it as ``phase_masks[phase]`` from a (P, V) table and a (B, T) phase id.
+        mask: (B, T) 1 = this token counts (an optimised token); default: every token but the first.
+            ``mask[:, 0]`` must be 0, since nothing precedes the first token.
+        temperature: the sampling temperature the tokens were drawn at.
+
+    Raises:
+        ValueError: a counted token that its phase mask disallows (or a mask that allows nothing).
+    """
+    B, T = tokens.shape
+    if mask is None:
+        mask = torch.ones(B, T, dtype=torch.bool, device=tokens.device)
+        mask[:, 0] = False
+    mask = mask.to(device=tokens.device).bool()
+    if bool(mask[:, 0].any()):
+        raise ValueError("mask[:, 0] must be 0: the first token of a row has no state to be scored from")
+    out = policy(tokens)
+    logits = out.logits[:, :-1]  # (B, T-1, V): position t-1 predicts token t
+    target = tokens[:, 1:]  # (B, T-1)
+    counts = mask[:, 1:]  # (B, T-1)
+    if allowed is not None:
+        V = logits.shape[-1]
+        allowed = allowed.to(device=tokens.device, dtype=torch.bool).expand(B, T, V)[:, 1:]
+        # Positions that do not count may carry any mask (env tokens often allow nothing); lifting
+        # their restriction keeps them finite, so that 0 * NaN never reaches a loss.
+        allowed = allowed | ~counts[..., None]  # (B, T-1, V)
+        bad = counts & ~allowed.gather(-1, target[..., None]).squeeze(-1)
+        if bool(bad.any()):
+            where = torch.nonzero(bad)[0].tolist()
+            raise ValueError(
+                f"token {int(tokens[where[0], where[1] + 1])} at (row {where[0]}, position {where[1] + 1}) "
+                "counts but its phase mask disallows it"
+            )
+    logp = masked_log_softmax(logits, allowed, temperature)  # (B, T-1, V)
+    zero = torch.zeros(B, 1, device=tokens.device)
+    token_logp = torch.where(counts, logp.gather(-1, target[..., None]).squeeze(-1), 0.0)
+    entropy = torch.where(counts, masked_entropy(logp, allowed), 0.0)
+    values = None
+    if out.values is not None:
+        values = torch.cat([zero, torch.where(counts, out.values[:, :-1], 0.0)], dim=1)
+    return TokenScores(
+        logprobs=torch.cat([zero, token_logp], dim=1),
+        entropy=torch.cat([zero, entropy], dim=1),
+        values=values,
+    )
+
+
+class StepOutput(NamedTuple):
+    logits: Tensor
+    """(B, V) fp32 next-token logits after each row's latest token."""
+    values: Tensor | None
+    """(B,) value of each row's current state; None without a value head."""
+
+
+class Decoder:
+    """KV-cache incremental decoding for a batch of ``B`` environments, one cache row each.
+
+    Every row has its own length; appends are ragged (right-padded tokens plus a per-row count).
+    The decoder remembers the latest logits and value of each row, so :meth:`sample` can be called
+    after any append. Runs without autograd; put the policy in eval mode for rollouts.
+
+    When a compaction starts a new segment in some rows, :meth:`reset_rows` re-prefills only those
+    rows: it runs the trunk on an R-row batch (cost O(R * T) tokens, the same as a prefill of R rows)
+    and copies the result into the cache (O(R * n_layer * max_len * d_model) memory traffic). The
+    other rows keep their cache untouched.
+    """
+
+    def __init__(self, policy: Policy, batch_size: int) -> None:
+        self.policy = policy
+        self.cache: KVCache = policy.new_cache(batch_size)
+        V = policy.config.vocab_size
+        self.logits = torch.zeros(batch_size, V, device=policy.device)  # (B, V)
+        self.values = torch.zeros(batch_size, device=policy.device)  # (B,)
+
+    @property
+    def batch_size(self) -> int:
+        return self.cache.batch_size
+
+    @property
+    def lengths(self) -> Tensor:
+        """(B,) tokens currently held by each row."""
+        return self.cache.lengths
+
+    def _check(self, tokens: Tensor, lengths: Tensor, rows: int) -> tuple[Tensor, Tensor]:
+        device = self.policy.device
+        tokens = torch.as_tensor(tokens, device=device)
+        lengths = torch.as_tensor(lengths, device=device)
+        if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.dtype != torch.long:
+            raise ValueError(
+                f"tokens must be a ({rows}, T) int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
+            )
+        if lengths.shape != (rows,):
+            raise ValueError(f"lengths must have shape ({rows},), got {tuple(lengths.shape)}")
+        lengths = lengths.long()
+        T = tokens.shape[1]
+        if bool(((lengths < 0) | (lengths > T)).any()):
+            raise ValueError(f"lengths must lie in [0, {T}], got {lengths.tolist()}")
+        valid = torch.arange(T, device=device)[None, :] < lengths[:, None]
+        V = self.policy.config.vocab_size
+        if bool((valid & ((tokens < 0) | (tokens >= V))).any()):
+            raise ValueError(f"token ids must lie in [0, {V}) (policy.vocab_size)")
+        return tokens, lengths
+
+    @torch.no_grad()
+    def _append(self, cache: KVCache, tokens: Tensor, n_new: Tensor) -> StepOutput:
+        """Append to ``cache`` and return the heads at each row's last new token (garbage if n_new=0)."""
+        h = self.policy.forward_cached(tokens, n_new, cache)  # (B, T, C)
+        last = (n_new - 1).clamp(min=0)  # (B,)
+        h_last = h[torch.arange(h.shape[0], device=h.device), last]  # (B, C)
+        return StepOutput(*self.policy.heads(h_last))
+
+    def _remember(self, rows: Tensor, out: StepOutput, n_new: Tensor) -> StepOutput:
+        """Keep the new logits/values of ``rows`` that received tokens; return the state of all rows."""
+        got = n_new > 0
+        self.logits[rows[got]] = out.logits[got]
+        if out.values is not None:
+            self.values[rows[got]] = out.values[got]
+        return self.state()
+
+    def state(self) -> StepOutput:
+        """Latest logits (B, V) and values (B,) of every row: copies, since later appends update the
+        decoder's own buffers in place."""
+        values = self.values.clone() if self.policy.value is not None else None
+        return StepOutput(self.logits.clone(), values)
+
+    def extend(self, tokens: Tensor, lengths: Tensor) -> StepOutput:
+        """Append ``lengths[b]`` tokens of ``tokens`` (B, T) to row ``b`` (0 leaves it unchanged)."""
+        tokens, lengths = self._check(tokens, lengths, self.batch_size)
+        out = self._append(self.cache, tokens, lengths)
+        return self._remember(torch.arange(self.batch_size, device=tokens.device), out, lengths)
+
+    def prefill(self, tokens: Tensor, lengths: Tensor) -> StepOutput:
+        """Forget every row and fill it with ``tokens`` (B, T), right-padded to ``lengths`` (B,)."""
+        self.cache.lengths.zero_()
+        return self.extend(tokens, lengths)
+
+    def decode_step(self, next_tokens: Tensor, active: Tensor | None = None) -> StepOutput:
+        """Append one token per row (B,); rows with ``active`` False (finished envs) are left alone."""
+        next_tokens = torch.as_tensor(next_tokens, device=self.policy.device)
+        n_new = torch.ones(self.batch_size, dtype=torch.long, device=next_tokens.device)
+        if active is not None:
+            n_new = torch.as_tensor(active, device=next_tokens.device).long()
+        return self.extend(next_tokens[:, None], n_new)
+
+    def reset_rows(self, rows: Tensor, tokens: Tensor, lengths: Tensor) -> StepOutput:
+        """Re-prefill rows ``rows`` (R,) with ``tokens`` (R, T) and ``lengths`` (R,); others are kept."""
+        rows = torch.as_tensor(rows, device=self.policy.device).long()
+        if rows.dim() != 1 or rows.unique().numel() != rows.numel():
+            raise ValueError(f"rows must be a 1-D tensor of distinct row indices, got {rows.tolist()}")
+        if bool(((rows < 0) | (rows >= self.batch_size)).any()):
+            raise ValueError(f"rows must lie in [0, {self.batch_size}), got {rows.tolist()}")
+        tokens, lengths = self._check(tokens, lengths, rows.numel())
+        fresh = self.policy.new_cache(rows.numel())
+        out = self._append(fresh, tokens, lengths)
+        self.cache.assign_rows(rows, fresh)
+        return self._remember(rows, out, lengths)
+
+    def sample(
+        self,
+        allowed: Tensor | None = None,
+        *,
+        temperature: float = 1.0,
+        generator: torch.Generator | None = None,
+        greedy: bool = False,
+    ) -> Sample:
+        """Sample each row's next token from its latest logits under ``allowed`` (B, V).
+
+        Does not append the token: call :meth:`decode_step` with it (the env may reject or end first).
+        """
+        if bool((self.lengths == 0).any()):
+            rows = torch.nonzero(self.lengths == 0).flatten().tolist()
+            raise ValueError(f"rows {rows} hold no tokens; prefill them before sampling")
+        tokens, logprobs = sample(
+            self.logits, allowed, temperature=temperature, generator=generator, greedy=greedy
+        )
+        return Sample(tokens, logprobs, self.state().values)

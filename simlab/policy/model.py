@@ -1,0 +1,345 @@
+"""The policy network: a small decoder-only transformer (nanoGPT style) with an LM head and a value head.
+
+This module owns the config, the layers, the key/value cache layout and the two ways to run the
+trunk: over whole right-padded sequences (training, full recompute) and incrementally against a
+:class:`KVCache` (rollouts). Sampling, phase masks and the per-environment decoding loop live in
+``simlab.policy.decode``; checkpoints in ``simlab.policy.checkpoint``.
+
+Conventions: batch-first, ``B`` rows, ``T`` tokens, ``C = d_model``, ``H`` heads of size ``D``,
+``V`` vocabulary entries, ``S`` cache slots. Sequences are right-padded; a token's position is its
+index within its own row, so ragged rows need no left padding and no position offsets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from simlab.policy.device import autocast
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Shape and options of the policy transformer. Every field is logged with a run."""
+
+    vocab_size: int
+    """Size of the shared token vocabulary (tasks, summaries and answers)."""
+    n_layer: int = 3
+    """Transformer blocks."""
+    n_head: int = 4
+    """Attention heads per block; must divide ``d_model``."""
+    d_model: int = 96
+    """Residual stream width C."""
+    max_len: int = 320
+    """Most tokens one row may hold: the working window W plus a margin for the summary and one step."""
+    dropout: float = 0.0
+    """Dropout on embeddings, attention weights and residual branches during training; in [0, 1)."""
+    value_head: bool = True
+    """Add a scalar value head on every position (PPO-style recipes); False for critic-free GRPO."""
+    fused_attention: bool = True
+    """Use ``F.scaled_dot_product_attention``; False runs the plain softmax(QK^T/sqrt(D))V path."""
+    bf16: bool = True
+    """Autocast matmuls to bf16 on CUDA; ignored on CPU, which always runs fp32."""
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+
+
+def _invalid(key: str, value: object, why: str) -> ValueError:
+    return ValueError(f"`policy.{key}={value!r}` is invalid; {why}")
+
+
+def validate_config(cfg: PolicyConfig) -> None:
+    """Every rule on a PolicyConfig, in one place; errors name ``policy.<field>`` and the bad value."""
+    for name in ("vocab_size", "n_layer", "n_head", "d_model", "max_len"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _invalid(name, value, "use a positive integer")
+    if cfg.vocab_size < 2:
+        raise _invalid("vocab_size", cfg.vocab_size, "a policy needs at least 2 tokens")
+    if cfg.d_model % cfg.n_head != 0:
+        raise _invalid("n_head", cfg.n_head, f"d_model={cfg.d_model} must be divisible by n_head")
+    dropout = cfg.dropout
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise _invalid("dropout", dropout, "choose a value in [0, 1)")
+    for name in ("value_head", "fused_attention", "bf16"):
+        value = getattr(cfg, name)
+        if not isinstance(value, bool):
+            raise _invalid(name, value, "use True or False")
+
+
+def config_to_dict(cfg: PolicyConfig) -> dict[str, object]:
+    """Plain-dict form (for logging and checkpoints)."""
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+
+
+def config_from_dict(data: dict[str, object]) -> PolicyConfig:
+    """Inverse of :func:`config_to_dict`; an unknown key is an error naming it."""
+    known = {f.name for f in fields(PolicyConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown policy config keys {unknown}; known: {sorted(known)}")
+    return PolicyConfig(**data)  # type: ignore[arg-type]
+
+
+class KVCache:
+    """Keys and values of every layer for ``B`` rows, each row holding its own number of tokens.
+
+    Row ``b`` keeps its tokens in slots ``0 .. lengths[b]-1``; slot ``S-1 = max_len`` is a trash slot
+    that padded (non-)tokens of a ragged append write to, so that one scatter serves every row and
+    no valid slot is ever overwritten. Buffers start at zero so that masked slots never hold NaN
+    (a masked key has weight 0, but 0 * NaN would still poison the output).
+    """
+
+    def __init__(self, cfg: PolicyConfig, batch_size: int, device: torch.device, dtype: torch.dtype) -> None:
+        head_dim = cfg.d_model // cfg.n_head
+        shape = (batch_size, cfg.n_head, cfg.max_len + 1, head_dim)  # (B, H, S, D)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
+        self.max_len = cfg.max_len
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.lengths.shape[0])
+
+    @property
+    def trash_slot(self) -> int:
+        return self.max_len
+
+    def assign_rows(self, rows: Tensor, other: KVCache) -> None:
+        """Copy every row of ``other`` into rows ``rows`` of this cache (slots past its lengths included)."""
+        for layer in range(len(self.k)):
+            self.k[layer][rows] = other.k[layer]
+            self.v[layer][rows] = other.v[layer]
+        self.lengths[rows] = other.lengths
+
+
+class CachedStep(NamedTuple):
+    """Where the tokens of one cached append go, computed once and shared by every layer."""
+
+    slots: Tensor
+    """(B, T) cache slot each token writes to: its position, or the trash slot for padding."""
+    mask: Tensor
+    """(B, 1, T, S_used) True where a query may attend to a key slot (key slot <= query position)."""
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention, over a whole sequence or against a KV cache."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = cfg.dropout
+        self.resid_drop = nn.Dropout(cfg.dropout)
+        self.fused = cfg.fused_attention
+
+    def forward(
+        self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
+    ) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, H, T, D)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        mask: Tensor | None = None
+        if cache is not None:
+            assert step is not None
+            index = step.slots[:, None, :, None].expand_as(k)  # (B, H, T, D)
+            cache.k[layer].scatter_(2, index, k.to(cache.k[layer].dtype))
+            cache.v[layer].scatter_(2, index, v.to(cache.v[layer].dtype))
+            used = step.mask.shape[-1]
+            k = cache.k[layer][:, :, :used].to(q.dtype)  # (B, H, S_used, D)
+            v = cache.v[layer][:, :, :used].to(q.dtype)
+            mask = step.mask
+        y = self._attend(q, k, v, mask)  # (B, H, T, D)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.resid_drop(self.proj(y))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """softmax(q k^T / sqrt(D)) v with ``mask`` (True = attend), or plain causal when it is None."""
+        p_drop = self.dropout if self.training else 0.0
+        if self.fused:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p_drop, is_causal=mask is None
+            )
+        T, S = q.shape[-2], k.shape[-2]
+        if mask is None:
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # (T, S), T == S here
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        att = F.dropout(att, p=p_drop, training=self.training)
+        return att @ v  # (B, H, T, D)
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: C -> 4C -> C with GELU."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
+        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = MLP(cfg)
+
+    def forward(
+        self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
+    ) -> Tensor:
+        x = x + self.attn(self.ln_1(x), cache, layer, step)
+        return x + self.mlp(self.ln_2(x))
+
+
+class PolicyOutput(NamedTuple):
+    logits: Tensor
+    """(B, T, V) fp32 next-token logits at every position (unmasked)."""
+    values: Tensor | None
+    """(B, T) fp32 value of the state after reading tokens[:, :t+1]; None without a value head."""
+
+
+class Policy(nn.Module):
+    """Decoder-only transformer: token + learned position embeddings, pre-LN blocks, LM and value heads.
+
+    The LM head shares its weight with the token embedding (as nanoGPT does). Phase masks are not
+    applied here: :func:`simlab.policy.decode.masked_log_softmax` applies them to these logits.
+    """
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.value = nn.Linear(cfg.d_model, 1) if cfg.value_head else None
+        self.apply(self._init_weights)
+        # GPT-2: scale residual projections by 1/sqrt(2 * n_layer) so the stream's variance stays O(1).
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    @property
+    def device(self) -> torch.device:
+        return self.wte.weight.device
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, the tied embedding counted once."""
+        return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------------ heads
+    def heads(self, h: Tensor) -> PolicyOutput:
+        """LM logits and values from final hidden states ``h`` (..., C); both returned in fp32."""
+        logits = self.lm_head(h).float()
+        values = self.value(h).squeeze(-1).float() if self.value is not None else None
+        return PolicyOutput(logits, values)
+
+    # ------------------------------------------------------------------ full sequences
+    def forward(self, tokens: Tensor) -> PolicyOutput:
+        """Logits and values at every position of right-padded rows ``tokens`` (B, T).
+
+        No padding mask is needed: attention is causal and padding comes after every valid token,
+        so a valid position never sees padding. Outputs at padded positions are meaningless and must
+        be masked by the caller's ``(B, T)`` loss mask (1 = counts).
+        """
+        T = tokens.shape[1]
+        if tokens.shape[1] > self.config.max_len:
+            raise ValueError(f"sequence of {T} tokens exceeds policy.max_len={self.config.max_len}")
+        with autocast(tokens.device, self.config.bf16):
+            pos = torch.arange(T, device=tokens.device)  # (T,)
+            x = self.drop(self.wte(tokens) + self.wpe(pos))  # (B, T, C)
+            for block in self.blocks:
+                x = block(x)
+            return self.heads(self.ln_f(x))
+
+    # ------------------------------------------------------------------ incremental decoding
+    def new_cache(self, batch_size: int) -> KVCache:
+        """An empty cache for ``batch_size`` rows, in the dtype the trunk's activations will have."""
+        dtype = torch.bfloat16 if (self.config.bf16 and self.device.type == "cuda") else torch.float32
+        return KVCache(self.config, batch_size, self.device, dtype)
+
+    def forward_cached(self, tokens: Tensor, n_new: Tensor, cache: KVCache) -> Tensor:
+        """Append ``n_new[b]`` tokens to row ``b`` of ``cache`` and return their final hidden states.
+
+        Args:
+            tokens: (B, T) right-padded new tokens; entries at ``t >= n_new[b]`` are ignored.
+            n_new: (B,) how many of each row's tokens are real (0 leaves the row untouched).
+            cache: holds each row's earlier tokens; updated in place (keys, values and lengths).
+
+        Returns:
+            (B, T, C) hidden states after the final LayerNorm; rows past ``n_new`` hold garbage.
+        """
+        B, T = tokens.shape
+        if cache.batch_size != B:
+            raise ValueError(f"cache holds {cache.batch_size} rows but tokens have {B}")
+        n_new = n_new.to(device=tokens.device, dtype=torch.long)
+        offsets = torch.arange(T, device=tokens.device)  # (T,)
+        valid = offsets[None, :] < n_new[:, None]  # (B, T)
+        pos = cache.lengths[:, None] + offsets[None, :]  # (B, T)
+        new_lengths = cache.lengths + n_new  # (B,)
+        longest = int(new_lengths.max()) if B > 0 else 0
+        if longest > self.config.max_len:
+            rows = torch.nonzero(new_lengths > self.config.max_len).flatten().tolist()
+            raise ValueError(
+                f"rows {rows} would hold more than policy.max_len={self.config.max_len} tokens; "
+                "compact or re-prefill them first"
+            )
+        slots = torch.where(valid, pos, cache.trash_slot)  # (B, T)
+        used = max(longest, 1)
+        key_slot = torch.arange(used, device=tokens.device)  # (S_used,)
+        mask = (key_slot[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, S_used)
+        step = CachedStep(slots=slots, mask=mask)
+        # Padding gets token 0 at position 0: any in-range ids keep its (ignored) activations finite.
+        safe_tokens = torch.where(valid, tokens, 0)
+        safe_pos = torch.where(valid, pos, 0)
+        with autocast(tokens.device, self.config.bf16):
+            x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (B, T, C)
+            for layer, block in enumerate(self.blocks):
+                x = block(x, cache, layer, step)
+            h = self.ln_f(x)
+        cache.lengths = new_lengths
+        return h
+
+
+def critic_from(policy: Policy) -> Policy:
+    """A separate critic initialised from ``policy``'s weights, as CompactionRL does.
+
+    The copy always has a value head: the policy's own when it has one, a fresh one otherwise. It
+    shares no parameters with ``policy``, so the critic's optimiser and learning rate are its own.
+    The LM head comes along unused; it is cheap at this scale and keeps the checkpoint format one.
+    """
+    cfg = policy.config
+    critic = Policy(replace(cfg, value_head=True)).to(policy.device)
+    missing, unexpected = critic.load_state_dict(policy.state_dict(), strict=False)
+    assert not unexpected, unexpected
+    assert all(k.startswith("value.") for k in missing), missing
+    return critic
