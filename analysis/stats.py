@@ -1,0 +1,266 @@
+"""Standard errors, significance ratios, like-for-like checks and tie-aware ranking.
+
+Shared by ``simlab audit`` (published results) and ``simlab report`` (simlab's own sweeps), so that a
+published difference and a simulated one are judged by the same arithmetic. Every function is pure.
+
+Units: success rates go in as fractions in [0, 1]; means, differences and standard errors of rates
+come out in percentage points (x 100), the unit the papers print. :func:`mean_se` is the exception:
+it works on any objective and keeps the input's unit.
+
+    binomial SE          se(p; n)        = 100 sqrt(p (1 - p) / n)
+    SE of a difference   se(p1 - p2)     = 100 sqrt(p1 (1 - p1) / n1 + p2 (1 - p2) / n2)
+    mean over k seeds    p_bar           = (1/k) sum_i p_i
+      binomial part      V_bin           = (1/k^2) sum_i p_i (1 - p_i) / n_i
+      seed spread        V_seed          = s^2 / k,   s^2 = 1/(k-1) sum_i (p_i - p_bar)^2
+      combined           V               = V_bin + max(V_seed - V_bin, 0)  =  max(V_bin, V_seed)
+    significance         sigma           = difference / se
+    effective horizon    H               = L x (S + 1)               (SUPO's L_RL x (S + 1))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Real
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+POINTS = 100.0
+"""Percentage points per unit of rate."""
+NOISE_SIGMA = 1.0
+"""Below this many standard errors a difference is called noise."""
+TIE_SIGMA = 2.0
+"""Below this many standard errors two variants are tied (ranking) and a difference is not significant."""
+
+Dominant = Literal["binomial", "seeds"]
+
+
+# ------------------------------------------------------------------------------------------ checks
+def _rates(p: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    arr = np.asarray(p, dtype=np.float64)
+    if not np.all((arr >= 0.0) & (arr <= 1.0)):  # also rejects NaN
+        raise ValueError(f"`{name}={p!r}` is invalid; choose rates in [0, 1] (fractions, not points)")
+    return arr
+
+
+def _counts(n: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    arr = np.asarray(n, dtype=np.float64)
+    if not np.all((arr >= 1.0) & (arr == np.floor(arr))):
+        raise ValueError(f"`{name}={n!r}` is invalid; choose whole episode counts >= 1")
+    return arr
+
+
+# --------------------------------------------------------------------------------- binomial errors
+def binomial_var(p: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Variance of a success rate p measured on n independent episodes, in points^2.
+
+    V = 100^2 p (1 - p) / n. Broadcasts over arrays of rates and counts.
+    """
+    p_, n_ = _rates(p, "p"), _counts(n, "n")
+    return np.asarray(POINTS**2 * p_ * (1.0 - p_) / n_)
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of one success rate p on n episodes, in points: 100 sqrt(p (1 - p) / n)."""
+    return math.sqrt(float(binomial_var(p, n)))
+
+
+def se_diff(p1: float, n1: int, p2: float, n2: int) -> float:
+    """Standard error of p1 - p2 for two independent binomial rates, in points.
+
+    se = 100 sqrt(p1 (1 - p1) / n1 + p2 (1 - p2) / n2). Symmetric in its two (p, n) pairs.
+    """
+    return math.sqrt(float(binomial_var(p1, n1) + binomial_var(p2, n2)))
+
+
+# ---------------------------------------------------------------------------- means over seeds
+@dataclass(frozen=True)
+class MeanSE:
+    """A mean over seeds with its standard error split into its two sources."""
+
+    mean: float
+    """Mean over seeds (points for rates; the input's unit for :func:`mean_se`)."""
+    se: float
+    """Combined standard error: sqrt(max(V_bin, V_seed)); see the module docstring."""
+    se_binomial: float
+    """sqrt(V_bin): the error the finite evaluation episodes alone would give; 0 when not rates."""
+    se_seeds: float
+    """sqrt(V_seed) = s / sqrt(k): the observed spread across seeds; NaN with a single seed."""
+    seeds: int
+    """k, the number of seeds pooled."""
+    episodes: int
+    """Evaluation episodes in total over the seeds; 0 when not rates."""
+
+    @property
+    def dominant(self) -> Dominant:
+        """Which source sets the combined SE: "seeds" when the seed spread exceeds the binomial floor."""
+        return "seeds" if self.se_seeds > self.se_binomial else "binomial"
+
+
+def _seed_spread_var(values: npt.NDArray[np.float64]) -> float:
+    k = values.size
+    return float(values.var(ddof=1) / k) if k >= 2 else math.nan  # s^2 / k
+
+
+def rate_mean_se(rates: npt.ArrayLike, episodes: npt.ArrayLike) -> MeanSE:
+    """Mean success rate over k seeds, with the SE combining binomial error and seed spread, in points.
+
+    rates:    (k,) per-seed success rates in [0, 1].
+    episodes: (k,) evaluation episodes behind each rate (or a scalar for all seeds).
+
+        V_bin  = (1/k^2) sum_i 100^2 p_i (1 - p_i) / n_i
+        V_seed = s^2 / k
+        V      = V_bin + max(V_seed - V_bin, 0)
+
+    Each seed's observed rate already carries its own binomial noise, so E[V_seed] = sigma_b^2 / k + V_bin
+    with sigma_b^2 the true between-seed variance. Adding V_bin and V_seed in quadrature would count
+    the binomial part twice; the excess of V_seed over V_bin is the method-of-moments estimate of the
+    between-seed part (floored at 0), and V_bin is the floor no seed count removes. With one seed (or one
+    pooled published figure) V = V_bin.
+    """
+    p = np.atleast_1d(_rates(rates, "rates"))
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"`rates={rates!r}` is invalid; choose a non-empty 1-D array of per-seed rates")
+    n = np.atleast_1d(_counts(episodes, "episodes"))
+    if n.shape != p.shape and n.size != 1:
+        raise ValueError(f"`episodes` has shape {n.shape}; choose one count per rate, shape {p.shape}")
+    n = np.broadcast_to(n, p.shape)
+    k = p.size
+    v_bin = float(binomial_var(p, n).sum()) / k**2
+    v_seed = _seed_spread_var(POINTS * p)
+    v = v_bin + max(v_seed - v_bin, 0.0) if k >= 2 else v_bin
+    return MeanSE(
+        mean=float(POINTS * p.mean()),
+        se=math.sqrt(v),
+        se_binomial=math.sqrt(v_bin),
+        se_seeds=math.sqrt(v_seed) if k >= 2 else math.nan,
+        seeds=k,
+        episodes=int(n.sum()),
+    )
+
+
+def mean_se(values: npt.ArrayLike) -> MeanSE:
+    """Mean of any per-seed objective with its SE over seeds, s / sqrt(k), in the input's unit.
+
+    For objectives that are not success rates (mean return, segment count) there is no binomial part.
+    A single seed has no measurable spread: se is NaN.
+    """
+    x = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"`values={values!r}` is invalid; choose a non-empty 1-D array of finite values")
+    se_seeds = math.sqrt(_seed_spread_var(x)) if x.size >= 2 else math.nan
+    return MeanSE(
+        mean=float(x.mean()), se=se_seeds, se_binomial=0.0, se_seeds=se_seeds, seeds=x.size, episodes=0
+    )
+
+
+# --------------------------------------------------------------------------------- differences
+@dataclass(frozen=True)
+class Difference:
+    """treatment - baseline with its standard error."""
+
+    difference: float
+    se: float
+    """sqrt(se_t^2 + se_b^2): the two means are independent."""
+    dominant: Dominant
+    """The source with the larger variance summed over both sides."""
+
+    @property
+    def sigma(self) -> float:
+        return significance(self.difference, self.se)
+
+
+def difference(treatment: MeanSE, baseline: MeanSE) -> Difference:
+    """treatment.mean - baseline.mean, se = sqrt(se_t^2 + se_b^2), and which error source dominates."""
+    v_bin = treatment.se_binomial**2 + baseline.se_binomial**2
+    v_seed = np.nansum([treatment.se_seeds**2, baseline.se_seeds**2])
+    return Difference(
+        difference=treatment.mean - baseline.mean,
+        se=math.hypot(treatment.se, baseline.se),
+        dominant="seeds" if v_seed > v_bin else "binomial",
+    )
+
+
+def significance(diff: float, se: float) -> float:
+    """sigma = diff / se. A nonzero difference with se = 0 is +-inf; 0 / 0 and an unknown se are NaN."""
+    if not se >= 0:  # negative or NaN
+        if math.isnan(se):
+            return math.nan
+        raise ValueError(f"`se={se!r}` is invalid; choose a standard error >= 0")
+    if se == 0:
+        return math.copysign(math.inf, diff) if diff != 0 else math.nan
+    return diff / se
+
+
+def describe_sigma(sigma: float) -> str:
+    """Short reading of a significance ratio: noise below 1 sigma, significant from 2 sigma on."""
+    if math.isnan(sigma):
+        return "no SE"
+    size = abs(sigma)
+    if size < NOISE_SIGMA:
+        return f"within noise (<{NOISE_SIGMA:g} sigma)"
+    if size < TIE_SIGMA:
+        return f"not significant (<{TIE_SIGMA:g} sigma)"
+    return f"significant (>={TIE_SIGMA:g} sigma)"
+
+
+# ------------------------------------------------------------------------------ like for like
+def effective_horizon(working_context: float, max_compactions: int) -> float:
+    """H = L x (S + 1): the most context a rollout can use with S compactions of an L-token window."""
+    if isinstance(working_context, bool) or not isinstance(working_context, Real) or not working_context > 0:
+        raise ValueError(f"`working_context={working_context!r}` is invalid; choose a length > 0")
+    if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
+        raise ValueError(f"`max_compactions={max_compactions!r}` is invalid; choose an integer >= 0")
+    return float(working_context) * (max_compactions + 1)
+
+
+@dataclass(frozen=True)
+class LikeForLike:
+    """Whether two variants were compared at the same effective horizon."""
+
+    ratio: float
+    """H_treatment / H_baseline."""
+
+    @property
+    def matched(self) -> bool:
+        return math.isclose(self.ratio, 1.0, rel_tol=1e-9)
+
+
+def like_for_like(treatment_horizon: float, baseline_horizon: float) -> LikeForLike:
+    """Compare effective horizons H = L x (S + 1); a ratio other than 1 is not like-for-like."""
+    for name, h in (("treatment_horizon", treatment_horizon), ("baseline_horizon", baseline_horizon)):
+        if not h > 0:
+            raise ValueError(f"`{name}={h!r}` is invalid; choose an effective horizon > 0")
+    return LikeForLike(ratio=treatment_horizon / baseline_horizon)
+
+
+# ------------------------------------------------------------------------------------- ranking
+def rank_with_ties(
+    means: npt.ArrayLike, ses: npt.ArrayLike, *, threshold: float = TIE_SIGMA, higher_is_better: bool = True
+) -> npt.NDArray[np.int64]:
+    """(V,) ranks, 1 = best, where a difference under ``threshold`` sigma is a tie.
+
+        rank_i = 1 + #{ j : (m_j - m_i) / sqrt(se_i^2 + se_j^2) >= threshold }
+
+    A variant's rank counts only the variants that beat it significantly, so ties need not be
+    transitive (A ties B, B ties C, A beats C gives ranks 1, 1, 2), yet whenever j significantly beats
+    i, rank_i > rank_j. Unknown (NaN) SEs make every comparison with that variant a tie.
+    """
+    m = np.asarray(means, dtype=np.float64)
+    s = np.asarray(ses, dtype=np.float64)
+    if m.ndim != 1 or s.shape != m.shape:
+        raise ValueError(
+            f"`means` {m.shape} and `ses` {s.shape} are invalid; choose two 1-D arrays of one length"
+        )
+    if not np.all(np.isfinite(m)) or np.any(s < 0):
+        raise ValueError("`means` must be finite and `ses` >= 0 (NaN for unknown)")
+    if not threshold > 0:
+        raise ValueError(f"`threshold={threshold!r}` is invalid; choose a number of sigmas > 0")
+    gap = m[None, :] - m[:, None] if higher_is_better else m[:, None] - m[None, :]  # (V, V): j over i
+    se = np.sqrt(s[:, None] ** 2 + s[None, :] ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = gap / se  # se = 0: +-inf for a gap, NaN for none; unknown se: NaN
+    beats = np.where(np.isnan(z), 0.0, z) >= threshold
+    return np.asarray(1 + beats.sum(axis=1), dtype=np.int64)
