@@ -332,7 +332,6 @@ class _Row:
     sigma: float | None
     horizon_ratio: float | None
     published: float | None
-    verdict: str = ""
 
     @property
     def like_for_like(self) -> bool | None:
@@ -481,6 +480,25 @@ def audit(data: Published | None = None) -> pl.DataFrame:
         "verdict": pl.String,
     }
     return pl.DataFrame(records, schema=schema)
+
+
+def ablation_table(data: Published | None = None) -> pl.DataFrame:
+    """The published ablations keyed by the simlab setting they test, for ``--against-published``.
+
+    One row per ablation, in file order. Columns: id, axis, full_setting, ablated_setting (registry
+    names where the axis is a registry), claim, source, difference (ablated - full, points), se, sigma.
+    """
+    data = load_published() if data is None else data
+    keys = pl.DataFrame(
+        [
+            {"id": a.id, "axis": a.axis, "full_setting": a.full_setting, "ablated_setting": a.ablated_setting}
+            for a in data.ablations
+        ],
+        schema={"id": pl.String, "axis": pl.String, "full_setting": pl.String, "ablated_setting": pl.String},
+    )
+    measured = audit(data).filter(pl.col("section") == "ablation")
+    columns = ["id", "claim", "source", "difference", "se", "sigma"]
+    return keys.join(measured.select(columns), on="id", how="left", maintain_order="left")
 
 
 # ------------------------------------------------------------------------------------ rendering

@@ -32,12 +32,16 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])]) + "\n"
 
 
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK | os.X_OK)
+
+
 def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
     """The folder as a Path, or :class:`OutputDirError` if it is missing, not a folder, or read-only."""
     path = Path(out_dir)
     if not path.is_dir():
         raise OutputDirError(f"`--out={str(out_dir)!r}` is invalid; choose an existing folder")
-    if not os.access(path, os.W_OK | os.X_OK):
+    if not _writable(path):
         raise OutputDirError(f"`--out={str(out_dir)!r}` is invalid; the folder is not writable")
     return path
 

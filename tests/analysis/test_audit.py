@@ -11,7 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis import audit as audit_mod
-from analysis.audit import AuditDataError, audit, default_data_path, load_published, to_markdown
+from analysis.audit import (
+    AuditDataError,
+    ablation_table,
+    audit,
+    default_data_path,
+    load_published,
+    to_markdown,
+)
 from simlab.cli import app
 
 
@@ -140,6 +147,14 @@ def test_published_ablations(table: pl.DataFrame, ablation_id: str, compared: st
     assert r["sigma"] < 0
 
 
+def test_ablation_table_for_against_published(table: pl.DataFrame) -> None:
+    ab = ablation_table()
+    assert ab["id"].to_list() == table.filter(pl.col("section") == "ablation")["id"].to_list()
+    r = ab.filter(pl.col("id") == "supo.ablation.overlong_mask.bcp").to_dicts()[0]
+    assert (r["axis"], r["full_setting"], r["ablated_setting"]) == ("overlong_mask", "true", "false")
+    assert r1(r["difference"]) == -9.0 and r1(r["se"]) == 7.0
+
+
 def test_ablations_name_simlab_settings() -> None:
     axes = {a.id: (a.axis, a.full_setting, a.ablated_setting) for a in load_published().ablations}
     assert axes["compactionrl.ablation.gae_correction"] == (
@@ -178,9 +193,16 @@ def test_markdown_prints_block3_at_its_precision(table: pl.DataFrame) -> None:
         "44.3 -> 58.5",
     ]:
         assert text in md, text
-    lines = [line for line in md.splitlines() if line.startswith("|")]
-    assert len({len(line) for line in lines if "Claim" not in line and "SUPO ablation" not in line}) >= 1
     assert md.count("### ") == 2
+    for section in md.split("### ")[1:]:  # columns padded: every line of one table is as wide
+        assert len({len(line) for line in section.splitlines() if line.startswith("|")}) == 1
+
+
+def test_docs_show_the_table_as_printed(table: pl.DataFrame) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
+    if not docs.is_file():
+        pytest.skip("docs/audit.md has been merged elsewhere")
+    assert to_markdown(table) in docs.read_text(encoding="utf-8")
 
 
 def test_packaged_data_has_sources() -> None:
@@ -269,6 +291,13 @@ def test_cli_bad_out_exits_2(tmp_path: Path, make_bad) -> None:
 def _touch(path: Path) -> Path:
     path.write_text("", encoding="utf-8")
     return path
+
+
+def test_cli_unwritable_out_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("analysis.tables._writable", lambda path: False)  # root ignores chmod
+    result = runner.invoke(app, ["audit", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "not writable" in result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_corrupt_data_exits_2(tmp_path: Path) -> None:
