@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from importlib import resources
 from numbers import Real
@@ -174,7 +174,7 @@ def _get(
     bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
     if bad_bool or not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose a {names}")
+        raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose a value of type {names}")
     return value
 
 
@@ -323,7 +323,7 @@ def load_published(path: str | Path | None = None) -> Published:
 class _Row:
     section: str
     id: str
-    title: str
+    claim: str
     source: str
     compared: str
     difference: float
@@ -360,7 +360,7 @@ def _compare(section: str, rid: str, title: str, treatment: Score, baseline: Sco
     return _Row(
         section=section,
         id=rid,
-        title=title,
+        claim=title,
         source=data.source(treatment.paper, treatment.table),
         compared=f"{baseline.value:.1f} -> {treatment.value:.1f}",
         difference=diff,
@@ -377,7 +377,7 @@ def _mean_compare(claim: Claim, data: Published) -> _Row:
     return _Row(
         section="claim",
         id=claim.id,
-        title=claim.title,
+        claim=claim.title,
         source=data.source(t.paper, t.table),
         compared=f"mean of {t.values.size} cells",
         difference=float((t.values - b.values).mean()),
@@ -401,12 +401,12 @@ def _sigma_verdict(row: _Row) -> str:
     return reading
 
 
-def _verdict(row: _Row, claim: Claim | None, group_reproduced: dict[str, bool], data: Published) -> str:
+def _verdict(row: _Row, claim: Claim | None, reproduced: dict[str, bool], data: Published) -> str:
     if claim is not None and claim.published is not None:
         stated = f"{claim.published_label} {claim.published:g}"
         if _reproduces(row.difference, claim.published):
             return f"reproduces the {stated}"
-        if claim.published_group is not None and not group_reproduced[claim.published_group]:
+        if claim.published_group is not None and not reproduced[claim.published_group]:
             return f"{stated} matches no baseline"
         return f"does not reproduce the {stated}"
     if claim is not None and claim.question == "lead":
@@ -437,33 +437,15 @@ def audit(data: Published | None = None) -> pl.DataFrame:
         rows.append(
             (_compare("ablation", ab.id, ab.title, data.score(ab.ablated), data.score(ab.full), data), None)
         )
-    group_reproduced: dict[str, bool] = {}
+    reproduced: dict[str, bool] = {}
     for row, claim in rows:
         if claim is not None and claim.published_group is not None and claim.published is not None:
             hit = _reproduces(row.difference, claim.published)
-            group_reproduced[claim.published_group] = (
-                group_reproduced.get(claim.published_group, False) or hit
-            )
-    records = []
-    for row, claim in rows:
-        verdict = _verdict(row, claim, group_reproduced, data)
-        records.append(
-            {
-                "section": row.section,
-                "id": row.id,
-                "claim": row.title,
-                "source": row.source,
-                "compared": row.compared,
-                "difference": row.difference,
-                "decimals": row.decimals,
-                "se": row.se,
-                "sigma": row.sigma,
-                "horizon_ratio": row.horizon_ratio,
-                "like_for_like": row.like_for_like,
-                "published": row.published,
-                "verdict": verdict,
-            }
-        )
+            reproduced[claim.published_group] = reproduced.get(claim.published_group, False) or hit
+    records = [
+        {**asdict(row), "like_for_like": row.like_for_like, "verdict": _verdict(row, claim, reproduced, data)}
+        for row, claim in rows
+    ]
     schema = {
         "section": pl.String,
         "id": pl.String,

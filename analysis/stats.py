@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 POINTS = 100.0
 """Percentage points per unit of rate."""
@@ -264,3 +265,129 @@ def rank_with_ties(
         z = gap / se  # se = 0: +-inf for a gap, NaN for none; unknown se: NaN
     beats = np.where(np.isnan(z), 0.0, z) >= threshold
     return np.asarray(1 + beats.sum(axis=1), dtype=np.int64)
+
+
+# ------------------------------------------------------------------------- per-variant tables
+_SUMMARY_SCHEMA = {
+    "seeds": pl.Int64,
+    "missing": pl.Int64,
+    "episodes": pl.Int64,
+    "mean": pl.Float64,
+    "se": pl.Float64,
+    "se_binomial": pl.Float64,
+    "se_seeds": pl.Float64,
+    "dominant": pl.String,
+}
+
+
+def variant_summary(
+    runs: pl.DataFrame, *, variant: str, rate: str, episodes: str, horizon: str | None = None
+) -> pl.DataFrame:
+    """One row per variant from one row per seed: :func:`rate_mean_se` over the variant's seeds.
+
+    runs: a frame with the columns named by ``variant`` (the grid cell), ``rate`` (success rate in
+    [0, 1]) and ``episodes`` (evaluation episodes behind it), and optionally ``horizon`` (the effective
+    horizon L x (S + 1), one value per variant). A seed whose rate is null or NaN is counted in
+    ``missing``, never silently dropped; a variant with no measured seed has null statistics.
+
+    Columns: variant, [horizon], seeds, missing, episodes, mean, se, se_binomial, se_seeds, dominant.
+    """
+    needed = [variant, rate, episodes, *([horizon] if horizon else [])]
+    absent = [c for c in needed if c not in runs.columns]
+    if absent:
+        raise ValueError(f"columns {absent} are missing; the frame has {runs.columns}")
+    records = []
+    for (name,), group in runs.group_by(variant, maintain_order=True):
+        measured = group.filter(pl.col(rate).cast(pl.Float64).is_not_nan().fill_null(False))
+        record: dict[str, object] = {variant: name, "missing": group.height - measured.height}
+        if horizon:
+            values = group[horizon].unique().to_list()
+            if len(values) != 1:
+                raise ValueError(f"variant {name!r} has horizons {values}; choose one per variant")
+            record[horizon] = values[0]
+        if measured.height:
+            m = rate_mean_se(measured[rate].to_numpy(), measured[episodes].to_numpy())
+            record |= {
+                "seeds": m.seeds,
+                "episodes": m.episodes,
+                "mean": m.mean,
+                "se": m.se,
+                "se_binomial": m.se_binomial,
+                "se_seeds": m.se_seeds,
+                "dominant": m.dominant,
+            }
+        records.append(record)
+    schema: dict[str, Any] = {
+        variant: runs.schema[variant],
+        **({horizon: pl.Float64} if horizon else {}),
+        **_SUMMARY_SCHEMA,
+    }
+    return pl.DataFrame(records, schema=schema).with_columns(pl.col("seeds").fill_null(0))
+
+
+def against_baseline(
+    summary: pl.DataFrame,
+    baseline: str,
+    *,
+    variant: str,
+    horizon: str | None = None,
+    higher_is_better: bool = True,
+) -> pl.DataFrame:
+    """Each variant's difference from ``baseline``, its SE and sigma, like-for-like, and tie-aware rank.
+
+    summary: the output of :func:`variant_summary`. Adds difference (variant - baseline), se_difference,
+    sigma, dominant_difference, and with ``horizon`` also horizon_ratio and like_for_like; rank comes from
+    :func:`rank_with_ties` over all measured variants (null where a variant has no measured seed).
+    """
+    names = summary[variant].to_list()
+    if baseline not in names:
+        raise ValueError(f"`baseline={baseline!r}` is invalid; choose one of {names}")
+
+    def estimate(row: dict[str, Any]) -> MeanSE | None:
+        if row["mean"] is None:
+            return None
+        return MeanSE(**{k: row[k] for k in ("mean", "se", "se_binomial", "se_seeds", "seeds", "episodes")})
+
+    rows = summary.to_dicts()
+    base_row = rows[names.index(baseline)]
+    base = estimate(base_row)
+    measured = [i for i, r in enumerate(rows) if r["mean"] is not None]
+    ranks = rank_with_ties(
+        [rows[i]["mean"] for i in measured],
+        [rows[i]["se"] for i in measured],
+        higher_is_better=higher_is_better,
+    )
+    rank_of = dict(zip(measured, ranks.tolist(), strict=True))
+    extra = []
+    for i, row in enumerate(rows):
+        est = estimate(row)
+        d = difference(est, base) if est is not None and base is not None else None
+        ratio = None
+        if horizon and row[horizon] is not None and base_row[horizon] is not None:
+            ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio
+        extra.append(
+            {
+                "difference": None if d is None else d.difference,
+                "se_difference": None if d is None else d.se,
+                "sigma": None if d is None else d.sigma,
+                "dominant_difference": None if d is None else d.dominant,
+                **(
+                    {
+                        "horizon_ratio": ratio,
+                        "like_for_like": None if ratio is None else LikeForLike(ratio).matched,
+                    }
+                    if horizon
+                    else {}
+                ),
+                "rank": rank_of.get(i),
+            }
+        )
+    schema = {
+        "difference": pl.Float64,
+        "se_difference": pl.Float64,
+        "sigma": pl.Float64,
+        "dominant_difference": pl.String,
+        **({"horizon_ratio": pl.Float64, "like_for_like": pl.Boolean} if horizon else {}),
+        "rank": pl.Int64,
+    }
+    return pl.concat([summary, pl.DataFrame(extra, schema=schema)], how="horizontal")

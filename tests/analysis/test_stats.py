@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,3 +173,46 @@ def test_rank_ties_under_two_sigma(m: list[float], data: st.DataObject) -> None:
     # Ranks depend on values, not positions.
     order = np.argsort(mean)
     assert stats.rank_with_ties(mean[order], s[order]).tolist() == ranks[order].tolist()
+
+
+# ------------------------------------------------------------------------ per-variant tables
+def _runs() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "variant": ["base", "base", "base", "wide", "wide", "wide", "lost"],
+            "success": [0.5, 0.5, 0.5, 0.5, 0.6, None, None],
+            "episodes": [100, 100, 100, 100, 100, 100, 100],
+            "horizon": [32.0, 32.0, 32.0, 96.0, 96.0, 96.0, 32.0],
+        }
+    )
+
+
+def test_variant_summary_pools_seeds_and_counts_missing() -> None:
+    s = stats.variant_summary(
+        _runs(), variant="variant", rate="success", episodes="episodes", horizon="horizon"
+    )
+    assert s["variant"].to_list() == ["base", "wide", "lost"]
+    assert s["seeds"].to_list() == [3, 2, 0] and s["missing"].to_list() == [0, 1, 1]
+    wide = s.row(1, named=True)
+    expected = stats.rate_mean_se([0.5, 0.6], [100, 100])
+    assert wide["mean"] == pytest.approx(55.0) and wide["se"] == pytest.approx(expected.se)
+    assert wide["dominant"] == expected.dominant
+    assert s.row(2, named=True)["mean"] is None
+
+
+def test_against_baseline_difference_like_for_like_and_rank() -> None:
+    s = stats.variant_summary(
+        _runs(), variant="variant", rate="success", episodes="episodes", horizon="horizon"
+    )
+    t = stats.against_baseline(s, "base", variant="variant", horizon="horizon")
+    base, wide, lost = t.to_dicts()
+    assert base["difference"] == 0.0 and base["like_for_like"] is True
+    assert wide["difference"] == pytest.approx(5.0)
+    assert wide["se_difference"] == pytest.approx(math.hypot(base["se"], wide["se"]))
+    assert wide["sigma"] == pytest.approx(5.0 / wide["se_difference"])
+    assert wide["horizon_ratio"] == 3.0 and wide["like_for_like"] is False
+    assert (base["rank"], wide["rank"], lost["rank"]) == (1, 1, None)  # 5 points on 100 episodes: a tie
+    with pytest.raises(ValueError, match=r"choose one of \['base', 'wide', 'lost'\]"):
+        stats.against_baseline(s, "nope", variant="variant")
+    with pytest.raises(ValueError, match="missing"):
+        stats.variant_summary(_runs(), variant="cell", rate="success", episodes="episodes")
