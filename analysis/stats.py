@@ -362,23 +362,21 @@ def against_baseline(
     for i, row in enumerate(rows):
         est = estimate(row)
         d = difference(est, base) if est is not None and base is not None else None
-        ratio = None
-        if horizon and row[horizon] is not None and base_row[horizon] is not None:
-            ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio
+        horizons: dict[str, object] = {}
+        if horizon:
+            known = row[horizon] is not None and base_row[horizon] is not None
+            ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio if known else None
+            horizons = {
+                "horizon_ratio": ratio,
+                "like_for_like": None if ratio is None else LikeForLike(ratio).matched,
+            }
         extra.append(
             {
                 "difference": None if d is None else d.difference,
                 "se_difference": None if d is None else d.se,
                 "sigma": None if d is None else d.sigma,
                 "dominant_difference": None if d is None else d.dominant,
-                **(
-                    {
-                        "horizon_ratio": ratio,
-                        "like_for_like": None if ratio is None else LikeForLike(ratio).matched,
-                    }
-                    if horizon
-                    else {}
-                ),
+                **horizons,
                 "rank": rank_of.get(i),
             }
         )
