@@ -67,6 +67,8 @@ class RolloutRecord:
     """Env steps taken, the answer included."""
     compactions: int
     """Compactions (summaries or slides) performed."""
+    tokens: int
+    """Tokens written into its contexts (generated and observed), prompt and rebuilds excluded."""
     segment_rows: tuple[int, int]
     """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
     segment_optimised: tuple[int, ...]
@@ -120,7 +122,7 @@ class RolloutBatch:
 class _Rollout:
     """Mutable per-env state of one rollout while the loop runs."""
 
-    __slots__ = ("active", "answer_due", "blocked", "compactions", "ctx", "ctx_lengths", "finished",
+    __slots__ = ("active", "answer_due", "appended", "blocked", "compactions", "ctx", "ctx_lengths", "finished",
                  "logp", "opt", "overlong", "phase", "prompt_len", "reward", "seg_steps", "segments",
                  "step_context", "step_starts", "steps", "values")
 
@@ -144,6 +146,7 @@ class _Rollout:
         self.steps = 0
         self.compactions = 0
         self.seg_steps = 0
+        self.appended = 0
         self.start_segment(prompt)
 
     def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:
@@ -157,6 +160,7 @@ class _Rollout:
     def append(self, tokens: list[int] | tuple[int, ...], phase: int = 0, optimised: bool = False,
                logp: Any = None, values: Any = None) -> None:
         k = len(tokens)
+        self.appended += k
         self.ctx.extend(int(t) for t in tokens)
         self.phase.extend([phase] * k)
         self.opt.extend([optimised] * k)
@@ -442,7 +446,7 @@ def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: 
         values.append([s.values[s.optimised] for s in kept])
         records.append(RolloutRecord(
             reward=ro.reward, finished=ro.finished, overlong=ro.overlong, steps=ro.steps,
-            compactions=ro.compactions, segment_rows=(start, len(segments)),
+            compactions=ro.compactions, tokens=ro.appended, segment_rows=(start, len(segments)),
             segment_optimised=tuple(counts[-1]), context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
             step_context=np.asarray(ro.step_context, dtype=np.int64)))
     batch = SegmentBatch.from_rollouts(
