@@ -326,7 +326,7 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 if i in summaries:
                     s, lp, vals = summaries[i]
                     ro.append(v_sum)
-                    ro.append(s, Phase.SUMMARY, writer_is_actor, lp, vals)
+                    ro.append(s, Phase.SUMMARY if writer_is_actor else Phase.CONTEXT, writer_is_actor, lp, vals)
                     ro.ctx_lengths.append(len(ro.ctx))
                     head = head + [vocab.SUMMARY, *s]
                 ro.close_segment()
