@@ -65,7 +65,9 @@ class HarnessConfig:
         check_int(f"{prefix}.window", self.window, 8)
         TRIGGERS.canonical(self.trigger)
         check_float(f"{prefix}.frac", self.frac, 0.0, 1.0, lo_open=True)
-        check_int(f"{prefix}.t_comp", self.t_comp, 1, self.window - 1)
+        # t_comp only has to fit the window when the budget trigger reads it
+        budget = TRIGGERS.canonical(self.trigger) == "budget"
+        check_int(f"{prefix}.t_comp", self.t_comp, 1, self.window - 1 if budget else None)
         check_int(f"{prefix}.chunk_steps", self.chunk_steps, 1)
         if not isinstance(self.discard, bool):
             raise ConfigError(f"`{prefix}.discard={self.discard!r}` is invalid; choose True or False")
