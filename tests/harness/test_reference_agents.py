@@ -54,10 +54,13 @@ def test_summary_quality_q_raises_success() -> None:
     assert s[1] > s[0] + 0.3
 
 
-def test_compaction_reward_corr_sets_sign_and_strength() -> None:
+@pytest.mark.parametrize("env_id", [KR, PC])
+def test_compaction_reward_corr_sets_sign_and_strength(env_id: str) -> None:
     realised = []
     for knob in (-1.0, -0.4, 0.0, 0.4, 1.0):
-        rb = run(KR, "oracle", n=384, seed=1, trigger="threshold", task={"compaction_reward_corr": knob})
+        # S high enough that no padded instance is cut short (that would mask the knob)
+        rb = run(env_id, "oracle", n=320, seed=1, trigger="threshold", max_compactions=30,
+                 task={"compaction_reward_corr": knob})
         segs = np.array([r.compactions + 1 for r in rb.rollouts], dtype=float)
         realised.append(corr(segs, np.array([r.reward for r in rb.rollouts])))
     assert realised[0] < realised[1] < -0.1
