@@ -76,10 +76,23 @@ def inspect(
 
     from simlab.harness.stats import format_stats, inspect_preset
 
-    harness = {k: v for k, v in dict(
-        trigger=trigger, window=window, frac=frac, t_comp=t_comp, chunk_steps=chunk_steps,
-        summary_tokens=summary_tokens, tail_steps=tail_steps, max_compactions=max_compactions,
-        max_steps=max_steps, discard=discard, summariser=summariser).items() if v is not None}
+    harness = {
+        k: v
+        for k, v in dict(
+            trigger=trigger,
+            window=window,
+            frac=frac,
+            t_comp=t_comp,
+            chunk_steps=chunk_steps,
+            summary_tokens=summary_tokens,
+            tail_steps=tail_steps,
+            max_compactions=max_compactions,
+            max_steps=max_steps,
+            discard=discard,
+            summariser=summariser,
+        ).items()
+        if v is not None
+    }
     overrides: dict[str, Any] = {}
     for item in set_:
         key, sep, value = item.partition("=")
@@ -88,8 +101,17 @@ def inspect(
         overrides[key.strip()] = _literal(value.strip())
     bar = tqdm(total=episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
     try:
-        stats = inspect_preset(task, agent, episodes=episodes, batch=batch, seed=seed, quality=quality,
-                               harness=harness, task=overrides, progress=bar.update)
+        stats = inspect_preset(
+            task,
+            agent,
+            episodes=episodes,
+            batch=batch,
+            seed=seed,
+            quality=quality,
+            harness=harness,
+            task=overrides,
+            progress=bar.update,
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     finally:

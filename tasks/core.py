@@ -55,8 +55,9 @@ def uniform(keys: KeyArray, stream: int, shape: tuple[int, ...]) -> FloatArray:
     return u.reshape((keys.size, *shape))
 
 
-def randint(keys: KeyArray, stream: int, shape: tuple[int, ...], low: IntArray | int,
-            high: IntArray | int) -> IntArray:
+def randint(
+    keys: KeyArray, stream: int, shape: tuple[int, ...], low: IntArray | int, high: IntArray | int
+) -> IntArray:
     """Integers in ``[low, high)``; ``low``/``high`` broadcast against ``(n, *shape)``."""
     u = uniform(keys, stream, shape)
     lo = np.asarray(low)
@@ -101,8 +102,9 @@ def initial_state(n: int) -> StepState:
     return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_))
 
 
-def step(inst: Instances, state: StepState, actions: IntArray
-         ) -> tuple[IntArray, FloatArray, BoolArray, StepState]:
+def step(
+    inst: Instances, state: StepState, actions: IntArray
+) -> tuple[IntArray, FloatArray, BoolArray, StepState]:
     """One step of every instance: the single pure dynamics function of all simlab tasks.
 
     Steps ``t < horizon`` check the action against ``expected`` (a miss is fatal, but the episode runs
@@ -113,7 +115,7 @@ def step(inst: Instances, state: StepState, actions: IntArray
     Returns:
         obs (n, O), reward (n,), terminated (n,), next state.
     """
-    n, h, o = inst.obs.shape
+    n, h, _ = inst.obs.shape
     rows = np.arange(n)
     t = state.t
     slip_t = np.minimum(t, h)
@@ -176,8 +178,9 @@ def draw_layout(keys: KeyArray, cfg: TaskConfig, width: int) -> Layout:
     filler[np.arange(width)[None, None, :] >= lengths[:, :, None]] = vocab.PAD
     slip = uniform(keys, 5, (h + 1,)) < cfg.noise
     slip_action = randint(keys, 6, (h + 1,), vocab.FIRST_CONTENT, cfg.vocab_size)
-    return Layout(horizon=horizon, hard=hard, lengths=lengths, filler=filler, slip=slip,
-                  slip_action=slip_action)
+    return Layout(
+        horizon=horizon, hard=hard, lengths=lengths, filler=filler, slip=slip, slip_action=slip_action
+    )
 
 
 def pad_row(tokens: IntArray, width: int) -> IntArray:
@@ -189,6 +192,6 @@ def pad_row(tokens: IntArray, width: int) -> IntArray:
 
 def summary_block(ctx: IntArray, start: int) -> IntArray:
     """The tokens after the SUMMARY marker at ``start``, up to the next harness marker."""
-    rest = ctx[start + 1:]
+    rest = ctx[start + 1 :]
     stops = np.flatnonzero((rest == vocab.ACT) | (rest == vocab.ANSWER) | (rest == vocab.VSUM))
     return rest[: stops[0]] if stops.size else rest

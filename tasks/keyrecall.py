@@ -129,6 +129,5 @@ class KeyRecallSolver:
                 chosen.insert(0, target)
         out = np.full(m, vocab.PAD, dtype=np.int64)
         for i, k in enumerate(chosen[: m // 2]):
-            out[2 * i: 2 * i + 2] = (k, known[k])
+            out[2 * i : 2 * i + 2] = (k, known[k])
         return out
-

@@ -79,8 +79,10 @@ class HarnessConfig:
             try:
                 AGENTS.canonical(self.summariser)
             except ValueError:
-                raise ConfigError(f"`{prefix}.summariser={self.summariser!r}` is invalid; choose 'self', "
-                                  f"'none' or one of {AGENTS.choices()}") from None
+                raise ConfigError(
+                    f"`{prefix}.summariser={self.summariser!r}` is invalid; choose 'self', "
+                    f"'none' or one of {AGENTS.choices()}"
+                ) from None
         check_choice(f"{prefix}.v_sum", self.v_sum, vocab.V_SUM_VERSIONS)
 
     def check_fits(self, prompt_tokens: int, step_tokens: int, prefix: str = "harness") -> None:
@@ -90,15 +92,18 @@ class HarnessConfig:
         need = 1 + prompt_tokens + 1 + self.summary_tokens + step_tokens
         if self.window < need:
             raise ConfigError(
-                f"`{prefix}.window={self.window}` is invalid; it cannot hold the prompt ({1 + prompt_tokens}), "
-                f"a summary ({1 + self.summary_tokens}) and one step ({step_tokens}); choose an integer >= {need}")
+                f"`{prefix}.window={self.window}` is invalid; it cannot hold the prompt "
+                f"({1 + prompt_tokens}), a summary ({1 + self.summary_tokens}) and one step "
+                f"({step_tokens}); choose an integer >= {need}"
+            )
         trig = TRIGGERS.get(self.trigger)
         limit = trig.limit(self)
         if trig.kind != "never" and trig.length_based and limit < need:
             key, value = ("t_comp", self.t_comp) if trig.name == "budget" else ("frac", self.frac)
             raise ConfigError(
                 f"`{prefix}.{key}={value!r}` is invalid; the trigger limit {limit} tokens cannot hold the "
-                f"prompt, a summary and one step ({need} tokens); raise it so the limit is >= {need}")
+                f"prompt, a summary and one step ({need} tokens); raise it so the limit is >= {need}"
+            )
         room = limit + len(self.v_sum_tokens) + self.summary_tokens
         if trig.kind == "summary" and trig.length_based and room > self.window:
             key, value = ("t_comp", self.t_comp) if trig.name == "budget" else ("frac", self.frac)
@@ -106,7 +111,8 @@ class HarnessConfig:
                 f"`{prefix}.{key}={value!r}` is invalid; the trigger limit {limit} + v_sum "
                 f"({len(self.v_sum_tokens)}) + summary ({self.summary_tokens}) exceeds the window "
                 f"{self.window}, so no summary could be written; lower it so the limit is "
-                f"<= {self.window - len(self.v_sum_tokens) - self.summary_tokens}")
+                f"<= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
+            )
 
     def replace(self, **changes: Any) -> HarnessConfig:
         names = {f.name for f in fields(self)}

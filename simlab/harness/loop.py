@@ -14,6 +14,7 @@ compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,9 +123,28 @@ class RolloutBatch:
 class _Rollout:
     """Mutable per-env state of one rollout while the loop runs."""
 
-    __slots__ = ("active", "answer_due", "appended", "blocked", "compactions", "ctx", "ctx_lengths", "finished",
-                 "logp", "opt", "overlong", "phase", "prompt_len", "reward", "seg_steps", "segments",
-                 "step_context", "step_starts", "steps", "values")
+    __slots__ = (
+        "active",
+        "answer_due",
+        "appended",
+        "blocked",
+        "compactions",
+        "ctx",
+        "ctx_lengths",
+        "finished",
+        "logp",
+        "opt",
+        "overlong",
+        "phase",
+        "prompt_len",
+        "reward",
+        "seg_steps",
+        "segments",
+        "step_context",
+        "step_starts",
+        "steps",
+        "values",
+    )
 
     def __init__(self, prompt: list[int]) -> None:
         self.ctx: list[int] = []
@@ -157,8 +177,14 @@ class _Rollout:
         self.step_starts = step_starts or []
         self.seg_steps = 0
 
-    def append(self, tokens: list[int] | tuple[int, ...], phase: int = 0, optimised: bool = False,
-               logp: Any = None, values: Any = None) -> None:
+    def append(
+        self,
+        tokens: list[int] | tuple[int, ...],
+        phase: int = 0,
+        optimised: bool = False,
+        logp: Any = None,
+        values: Any = None,
+    ) -> None:
         k = len(tokens)
         self.appended += k
         self.ctx.extend(int(t) for t in tokens)
@@ -172,10 +198,15 @@ class _Rollout:
             del seq[n:]
 
     def close_segment(self) -> None:
-        self.segments.append(SegmentTokens(
-            tokens=np.asarray(self.ctx, dtype=np.int64), optimised=np.asarray(self.opt, dtype=np.bool_),
-            phase=np.asarray(self.phase, dtype=np.int8), logprobs=np.asarray(self.logp),
-            values=np.asarray(self.values)))
+        self.segments.append(
+            SegmentTokens(
+                tokens=np.asarray(self.ctx, dtype=np.int64),
+                optimised=np.asarray(self.opt, dtype=np.bool_),
+                phase=np.asarray(self.phase, dtype=np.int8),
+                logprobs=np.asarray(self.logp),
+                values=np.asarray(self.values),
+            )
+        )
 
     def end(self, reason: str = "", reward: float = 0.0) -> None:
         self.active = False
@@ -186,7 +217,7 @@ class _Rollout:
 
     def steps_in_context(self) -> list[list[int]]:
         bounds = [*self.step_starts, len(self.ctx)]
-        return [self.ctx[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _protocol_metadata(env: Any) -> dict[str, Any]:
@@ -207,9 +238,17 @@ class _Clock:
     calls: list[tuple[str, int]] = field(default_factory=list)
 
 
-def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = None, *, seed: int = 0,
-                 group_size: int = 1, summariser: Agent | None = None, quality: float = 0.7,
-                 progress: Callable[[int], None] | None = None) -> RolloutBatch:
+def run_rollouts(
+    env: Any,
+    agent: Agent | str,
+    config: HarnessConfig | None = None,
+    *,
+    seed: int = 0,
+    group_size: int = 1,
+    summariser: Agent | None = None,
+    quality: float = 0.7,
+    progress: Callable[[int], None] | None = None,
+) -> RolloutBatch:
     """Run one rollout in every env of ``env`` (a Gymnasium vector env) and return the batch.
 
     Args:
@@ -227,8 +266,9 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     trig: Trigger = TRIGGERS.get(cfg.trigger)
     n = int(env.num_envs)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
-        raise ValueError(f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides "
-                         f"num_envs={n}")
+        raise ValueError(
+            f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides num_envs={n}"
+        )
     who = agent if isinstance(agent, str) else type(agent).__name__
     actor = make_agent(agent, env, seed=seed, quality=quality) if isinstance(agent, str) else agent
     writer: Agent | None
@@ -245,7 +285,7 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     vocab_size = int(env.single_action_space.n)
     meta = _protocol_metadata(env)
     content = np.zeros(vocab_size, dtype=np.bool_)
-    content[vocab.FIRST_CONTENT:] = True
+    content[vocab.FIRST_CONTENT :] = True
     allowed_act = np.zeros(vocab_size, dtype=np.bool_)
     allowed_act[np.asarray(meta.get("act_tokens", np.flatnonzero(content)))] = True
     allowed_compact = allowed_act.copy()
@@ -266,10 +306,24 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     v_sum = list(cfg.v_sum_tokens)
     m = cfg.summary_tokens
 
-    def ask(phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray,
-            who_agent: Agent, name: str) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
-        req = Request(phase=phase, contexts=[np.asarray(c, dtype=np.int64) for c in contexts], num_tokens=num,
-                      allowed=allowed, env_ids=np.asarray(ids, dtype=np.int64), window=cfg.window, env=env)
+    def ask(
+        phase: Phase,
+        ids: list[int],
+        contexts: list[list[int]],
+        num: int,
+        allowed: BoolArray,
+        who_agent: Agent,
+        name: str,
+    ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
+        req = Request(
+            phase=phase,
+            contexts=[np.asarray(c, dtype=np.int64) for c in contexts],
+            num_tokens=num,
+            allowed=allowed,
+            env_ids=np.asarray(ids, dtype=np.int64),
+            window=cfg.window,
+            env=env,
+        )
         t0 = time.perf_counter()
         gen = who_agent.generate(req)
         clock.agent += time.perf_counter() - t0
@@ -294,7 +348,7 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 continue
             if discard and ro.step_starts:
                 # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
-                held[i] = ro.ctx[ro.step_starts[-1]:]
+                held[i] = ro.ctx[ro.step_starts[-1] :]
                 ro.truncate(ro.step_starts.pop())
             if trig.kind == "summary" and writer is not None:
                 if len(ro.ctx) + len(v_sum) + m > cfg.window:
@@ -303,12 +357,22 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 summarise.append(i)
         summaries: dict[int, tuple[list[int], Any, Any]] = {}
         if summarise and writer is not None:
-            toks, lp, vals = ask(Phase.SUMMARY, summarise, [rolls[i].ctx + v_sum for i in summarise], m,
-                                 allowed_summary, writer, "summariser")
+            toks, lp, vals = ask(
+                Phase.SUMMARY,
+                summarise,
+                [rolls[i].ctx + v_sum for i in summarise],
+                m,
+                allowed_summary,
+                writer,
+                "summariser",
+            )
             for r, i in enumerate(summarise):
                 own = writer_is_actor
-                summaries[i] = (toks[r].tolist(), lp[r] if (own and lp is not None) else None,
-                                vals[r] if (own and vals is not None) else None)
+                summaries[i] = (
+                    toks[r].tolist(),
+                    lp[r] if (own and lp is not None) else None,
+                    vals[r] if (own and vals is not None) else None,
+                )
         for i in ids:
             ro = rolls[i]
             if not ro.active:
@@ -326,11 +390,13 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 if i in summaries:
                     s, lp, vals = summaries[i]
                     ro.append(v_sum)
-                    ro.append(s, Phase.SUMMARY if writer_is_actor else Phase.CONTEXT, writer_is_actor, lp, vals)
+                    ro.append(
+                        s, Phase.SUMMARY if writer_is_actor else Phase.CONTEXT, writer_is_actor, lp, vals
+                    )
                     ro.ctx_lengths.append(len(ro.ctx))
-                    head = head + [vocab.SUMMARY, *s]
+                    head = [*head, vocab.SUMMARY, *s]
                 ro.close_segment()
-                keep = steps[len(steps) - cfg.tail_steps:] if cfg.tail_steps else []
+                keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
                 while keep and len(head) + sum(map(len, keep)) > trig.limit(cfg):
                     keep = keep[1:]  # CompactionRL: shrink k until the tail fits
             starts, pos = [], len(head)
@@ -371,15 +437,21 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                         continue
                     if phase == Phase.ACT:
                         allowed = allowed_act if g == 0 else allowed_compact
-                    toks, lp, vals = ask(phase, grp, [rolls[i].ctx + [marker] for i in grp], 1, allowed, actor,
-                                         who)
+                    toks, lp, vals = ask(
+                        phase, grp, [[*rolls[i].ctx, marker] for i in grp], 1, allowed, actor, who
+                    )
                     for r, i in enumerate(grp):
                         ro = rolls[i]
                         tok = int(toks[r, 0])
                         start = len(ro.ctx)
                         ro.append([marker])
-                        ro.append([tok], phase, True, None if lp is None else lp[r],
-                                  None if vals is None else vals[r])
+                        ro.append(
+                            [tok],
+                            phase,
+                            True,
+                            None if lp is None else lp[r],
+                            None if vals is None else vals[r],
+                        )
                         ro.ctx_lengths.append(len(ro.ctx))
                         if tok == vocab.COMPACT and phase == Phase.ACT:
                             to_compact.append(i)
@@ -415,8 +487,11 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 finish(i, "truncated")
             elif ro.steps >= cfg.max_steps:
                 finish(i, "steps")
-            elif trig.kind != "never" and (trig.length_based or not ro.answer_due) and \
-                    trig.fires(len(ro.ctx), ro.seg_steps, cfg):
+            elif (
+                trig.kind != "never"
+                and (trig.length_based or not ro.answer_due)
+                and trig.fires(len(ro.ctx), ro.seg_steps, cfg)
+            ):
                 fire.append(i)
             elif len(ro.ctx) > cfg.window:
                 finish(i, "window")
@@ -428,14 +503,16 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     return _assemble(rolls, cfg, seed, group_size, clock, total)
 
 
-def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: int, clock: _Clock,
-              total: float) -> RolloutBatch:
+def _assemble(
+    rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: int, clock: _Clock, total: float
+) -> RolloutBatch:
     segments: list[SegmentTokens] = []
     records: list[RolloutRecord] = []
     counts: list[list[int]] = []
     values: list[list[FloatArray]] = []
     has_values = all(np.isfinite(s.values[s.optimised]).all() for ro in rolls for s in ro.segments) and any(
-        s.num_optimised for ro in rolls for s in ro.segments)
+        s.num_optimised for ro in rolls for s in ro.segments
+    )
     for ro in rolls:
         kept = [s for s in ro.segments if s.num_optimised > 0]  # e.g. a segment cut short by the window
         if not kept:
@@ -444,13 +521,34 @@ def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: 
         segments.extend(kept)
         counts.append([s.num_optimised for s in kept])
         values.append([s.values[s.optimised] for s in kept])
-        records.append(RolloutRecord(
-            reward=ro.reward, finished=ro.finished, overlong=ro.overlong, steps=ro.steps,
-            compactions=ro.compactions, tokens=ro.appended, segment_rows=(start, len(segments)),
-            segment_optimised=tuple(counts[-1]), context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
-            step_context=np.asarray(ro.step_context, dtype=np.int64)))
+        records.append(
+            RolloutRecord(
+                reward=ro.reward,
+                finished=ro.finished,
+                overlong=ro.overlong,
+                steps=ro.steps,
+                compactions=ro.compactions,
+                tokens=ro.appended,
+                segment_rows=(start, len(segments)),
+                segment_optimised=tuple(counts[-1]),
+                context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
+                step_context=np.asarray(ro.step_context, dtype=np.int64),
+            )
+        )
     batch = SegmentBatch.from_rollouts(
-        counts, [r.reward for r in records], groups=[i // group_size for i in range(len(rolls))],
-        values=values if has_values else None, finished=[r.finished for r in records])
-    return RolloutBatch(batch=batch, segments=segments, rollouts=records, config=cfg, v_sum_version=cfg.v_sum,
-                        env_seconds=clock.env, agent_seconds=clock.agent, total_seconds=total)
+        counts,
+        [r.reward for r in records],
+        groups=[i // group_size for i in range(len(rolls))],
+        values=values if has_values else None,
+        finished=[r.finished for r in records],
+    )
+    return RolloutBatch(
+        batch=batch,
+        segments=segments,
+        rollouts=records,
+        config=cfg,
+        v_sum_version=cfg.v_sum,
+        env_seconds=clock.env,
+        agent_seconds=clock.agent,
+        total_seconds=total,
+    )

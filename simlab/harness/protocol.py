@@ -80,15 +80,19 @@ def check_generation(gen: Generation, request: Request, who: str) -> IntArray:
     tokens = np.asarray(gen.tokens)
     n = len(request.contexts)
     if tokens.shape != (n, request.num_tokens):
-        raise ValueError(f"{who} returned tokens of shape {tokens.shape} for a {request.phase.name} request; "
-                         f"expected {(n, request.num_tokens)}")
+        raise ValueError(
+            f"{who} returned tokens of shape {tokens.shape} for a {request.phase.name} request; "
+            f"expected {(n, request.num_tokens)}"
+        )
     if tokens.size:
         bad = (tokens < 0) | (tokens >= request.allowed.size)
         bad |= ~request.allowed[np.clip(tokens, 0, request.allowed.size - 1)]
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            raise ValueError(f"{who} emitted token {int(tokens[r, c])} in phase {request.phase.name}, "
-                             f"which is not allowed there; allowed: {np.flatnonzero(request.allowed).tolist()}")
+            raise ValueError(
+                f"{who} emitted token {int(tokens[r, c])} in phase {request.phase.name}, "
+                f"which is not allowed there; allowed: {np.flatnonzero(request.allowed).tolist()}"
+            )
     for name in ("logprobs", "values"):
         arr = getattr(gen, name)
         if arr is not None and np.shape(arr) != tokens.shape:

@@ -15,8 +15,14 @@ KR = "simlab/KeyRecall-v0"
 PC = "simlab/PointerChase-v0"
 
 
-def run(env_id: str = KR, agent: Any = "oracle", n: int = 32, seed: int = 0, task: dict[str, Any] | None = None,
-        **harness: Any) -> RolloutBatch:
+def run(
+    env_id: str = KR,
+    agent: Any = "oracle",
+    n: int = 32,
+    seed: int = 0,
+    task: dict[str, Any] | None = None,
+    **harness: Any,
+) -> RolloutBatch:
     env = gymnasium.make_vec(env_id, num_envs=n, **(task or {}))
     cfg = HarnessConfig(**{"window": 96, "summary_tokens": 6, "max_compactions": 8, **harness})
     return run_rollouts(env, agent, cfg, seed=seed)

@@ -16,7 +16,9 @@ from .helpers import KR, run
 
 
 def test_window_too_small_for_prompt_summary_and_one_step() -> None:
-    with pytest.raises(ConfigError, match=r"`harness.window=16` is invalid; it cannot hold the prompt .* >= \d+"):
+    with pytest.raises(
+        ConfigError, match=r"`harness.window=16` is invalid; it cannot hold the prompt .* >= \d+"
+    ):
         run(window=16, summary_tokens=6)
 
 
@@ -38,15 +40,19 @@ def test_negative_S_k_m_H(field: str) -> None:
 
 
 def test_unknown_trigger_lists_the_valid_ones() -> None:
-    with pytest.raises(UnknownNameError, match="`trigger='react'` is invalid; choose one of 'threshold'.*'every_step'"):
+    with pytest.raises(
+        UnknownNameError, match=r"`trigger='react'` is invalid; choose one of 'threshold'.*'every_step'"
+    ):
         HarnessConfig(trigger="react")
 
 
 def test_unknown_agent_lists_the_valid_ones() -> None:
     env = gymnasium.make_vec(KR, num_envs=2)
-    with pytest.raises(UnknownNameError, match="`agent='gpt'` is invalid; choose one of 'oracle', 'scripted', 'random'"):
+    with pytest.raises(
+        UnknownNameError, match=r"`agent='gpt'` is invalid; choose one of 'oracle', 'scripted', 'random'"
+    ):
         make_agent("gpt", env)
-    with pytest.raises(ConfigError, match="`harness.summariser='gpt'` is invalid"):
+    with pytest.raises(ConfigError, match=r"`harness.summariser='gpt'` is invalid"):
         HarnessConfig(summariser="gpt")
 
 
@@ -75,7 +81,10 @@ def test_cli_bad_input_exits_2_naming_the_field() -> None:
         (["--trigger", "foo"], "`trigger='foo'` is invalid"),
         (["--agent", "foo"], "`agent='foo'` is invalid"),
         (["--window", "10"], "`harness.window=10` is invalid"),
-        (["--set", "compaction_reward_corr=2"], "`task.compaction_reward_corr=2` is invalid; choose a value in [-1, 1]"),
+        (
+            ["--set", "compaction_reward_corr=2"],
+            "`task.compaction_reward_corr=2` is invalid; choose a value in [-1, 1]",
+        ),
         (["--quality", "-0.5"], "`agent.quality=-0.5` is invalid"),
     ]:
         result = runner.invoke(app, ["inspect", "--task", "keyrecall-tiny", "--episodes", "4", *args])

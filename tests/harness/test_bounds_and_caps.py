@@ -15,8 +15,16 @@ HEAVY = {"tail_prob": 0.2, "tail_tokens": 30, "horizon": (16, 24)}
 @pytest.mark.parametrize("env_id", [KR, PC])
 @pytest.mark.parametrize("trigger", ["threshold", "budget"])
 def test_context_bounds_with_and_without_the_discard_rule(env_id: str, trigger: str) -> None:
-    common = dict(trigger=trigger, window=128, frac=0.6, t_comp=52, summary_tokens=6, tail_steps=1,
-                  max_compactions=20, task=HEAVY)
+    common = dict(
+        trigger=trigger,
+        window=128,
+        frac=0.6,
+        t_comp=52,
+        summary_tokens=6,
+        tail_steps=1,
+        max_compactions=20,
+        task=HEAVY,
+    )
     with_rule = run(env_id, **common, discard=True)
     without = run(env_id, **common, discard=False)
     cfg = with_rule.config
@@ -40,13 +48,15 @@ def _last_summarised_and_tail(rb):  # type: ignore[no-untyped-def]
     pairs = []
     for rec in rb.rollouts:
         lo, hi = rec.segment_rows
-        for seg, nxt in zip(rb.segments[lo:hi - 1], rb.segments[lo + 1:hi], strict=True):
+        for seg, nxt in zip(rb.segments[lo : hi - 1], rb.segments[lo + 1 : hi], strict=True):
             v = int(np.flatnonzero(seg.tokens == vocab.VSUM)[0])
-            last = seg.tokens[int(np.flatnonzero(seg.tokens[:v] == vocab.ACT)[-1]):v]
+            last = seg.tokens[int(np.flatnonzero(seg.tokens[:v] == vocab.ACT)[-1]) : v]
             acts = np.flatnonzero(nxt.tokens == vocab.ACT)
-            ends = np.flatnonzero((nxt.tokens == vocab.ACT) | (nxt.tokens == vocab.ANSWER) | (nxt.tokens == vocab.VSUM))
+            ends = np.flatnonzero(
+                (nxt.tokens == vocab.ACT) | (nxt.tokens == vocab.ANSWER) | (nxt.tokens == vocab.VSUM)
+            )
             stop = ends[ends > acts[0]]
-            first = nxt.tokens[acts[0]:(stop[0] if stop.size else nxt.tokens.size)]
+            first = nxt.tokens[acts[0] : (stop[0] if stop.size else nxt.tokens.size)]
             pairs.append((v, last, first, nxt))
     return pairs
 
@@ -63,7 +73,9 @@ def test_discarded_step_is_not_summarised_but_replayed_in_the_tail(discard: bool
             assert v <= rb.config.threshold  # what was summarised fit within L
             assert not np.array_equal(last, first)  # the step that crossed L was held back ...
         else:
-            assert np.array_equal(last, first)  # ... without the rule the tail repeats the last summarised step
+            assert np.array_equal(
+                last, first
+            )  # ... without the rule the tail repeats the last summarised step
 
 
 def test_step_cap_H_ends_rollouts_as_overlong() -> None:

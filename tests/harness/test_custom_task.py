@@ -63,7 +63,9 @@ if "usertest/Parity-v0" not in gymnasium.registry:
 
 def test_user_task_runs_with_the_random_agent_and_with_its_own_agent() -> None:
     # no discard: with k = 0 a discarded step (a bit) would be lost for good
-    cfg = HarnessConfig(window=48, frac=0.75, summary_tokens=1, tail_steps=0, max_compactions=20, discard=False)
+    cfg = HarnessConfig(
+        window=48, frac=0.75, summary_tokens=1, tail_steps=0, max_compactions=20, discard=False
+    )
     env = gymnasium.make_vec("usertest/Parity-v0", num_envs=8, vectorization_mode="sync")
     rb = run_rollouts(env, "random", cfg, seed=0)
     assert rb.batch.num_rollouts == 8 and all(r.finished for r in rb.rollouts)

@@ -20,7 +20,9 @@ def _success(env_id: str, agent: str, **kw: object) -> float:
 
 @pytest.mark.parametrize("env_id", [KR, PC])
 def test_oracle_beats_scripted_beats_random(env_id: str) -> None:
-    oracle, scripted, rand = (_success(env_id, a, trigger="threshold") for a in ("oracle", "scripted", "random"))
+    oracle, scripted, rand = (
+        _success(env_id, a, trigger="threshold") for a in ("oracle", "scripted", "random")
+    )
     assert oracle > scripted + 0.1 > rand + 0.2
 
 
@@ -32,7 +34,8 @@ def test_scripted_flaw_is_systematic_recency_not_noise() -> None:
     env = gymnasium.make_vec(KR, num_envs=1)
     solver = env.solver
     steps = [[vocab.ACT, vocab.NEXT, vocab.OBS, 30, vocab.FACT, 16 + k, 40 + k] for k in range(6)]
-    ctx = np.array([vocab.BOS, vocab.TASK, 22] + sum(steps, []))  # facts of keys 16..21, oldest first
+    # facts of keys 16..21, oldest first
+    ctx = np.array([vocab.BOS, vocab.TASK, 22, *(t for step in steps for t in step)])
     rng = np.random.default_rng(0)
     flawed = [solver.summarise(ctx, 6, "recency", -1, rng) for _ in range(5)]
     assert all(np.array_equal(flawed[0], f) for f in flawed)  # the same context always gives the same summary
@@ -49,8 +52,15 @@ def test_summary_quality_q_raises_success() -> None:
     from simlab.harness import HarnessConfig, run_rollouts
 
     cfg = HarnessConfig(window=96, summary_tokens=6, max_compactions=8)
-    s = [np.mean([r.reward for r in run_rollouts(gym.make_vec(PC, num_envs=96), "scripted", cfg, quality=q).rollouts])
-         for q in (0.0, 1.0)]
+    s = [
+        np.mean(
+            [
+                r.reward
+                for r in run_rollouts(gym.make_vec(PC, num_envs=96), "scripted", cfg, quality=q).rollouts
+            ]
+        )
+        for q in (0.0, 1.0)
+    ]
     assert s[1] > s[0] + 0.3
 
 
@@ -59,8 +69,15 @@ def test_compaction_reward_corr_sets_sign_and_strength(env_id: str) -> None:
     realised = []
     for knob in (-1.0, -0.4, 0.0, 0.4, 1.0):
         # S high enough that no padded instance is cut short (that would mask the knob)
-        rb = run(env_id, "oracle", n=320, seed=1, trigger="threshold", max_compactions=30,
-                 task={"compaction_reward_corr": knob})
+        rb = run(
+            env_id,
+            "oracle",
+            n=320,
+            seed=1,
+            trigger="threshold",
+            max_compactions=30,
+            task={"compaction_reward_corr": knob},
+        )
         segs = np.array([r.compactions + 1 for r in rb.rollouts], dtype=float)
         realised.append(corr(segs, np.array([r.reward for r in rb.rollouts])))
     assert realised[0] < realised[1] < -0.1

@@ -17,7 +17,7 @@ def test_optimised_counts_and_n_after_match_the_segment_batch() -> None:
         lo, hi = rec.segment_rows
         counts = [rb.segments[i].num_optimised for i in range(lo, hi)]
         assert tuple(counts) == rec.segment_optimised
-        expected_after = [sum(counts[j + 1:]) for j in range(len(counts))]
+        expected_after = [sum(counts[j + 1 :]) for j in range(len(counts))]
         np.testing.assert_array_equal(b.n_after[lo:hi], expected_after)
         assert b.rewards[r] == rec.reward
         assert len(counts) == rec.compactions + 1
@@ -30,7 +30,7 @@ def test_phases_label_actions_summaries_and_answers() -> None:
         segs = rb.segments[lo:hi]
         for s in segs[:-1]:
             v = int(np.flatnonzero(s.tokens == vocab.VSUM)[0])
-            assert (s.phase[v + 2:] == Phase.SUMMARY).all() and s.optimised[v + 2:].all()
+            assert (s.phase[v + 2 :] == Phase.SUMMARY).all() and s.optimised[v + 2 :].all()
             assert s.tokens.size - v - 2 == rb.config.summary_tokens
         last = segs[-1]
         assert last.tokens[-2] == vocab.ANSWER and last.phase[-1] == Phase.ANSWER
@@ -46,10 +46,10 @@ def test_frozen_summariser_tokens_are_context_not_optimised() -> None:
     rb = run(KR, "random", trigger="threshold", summariser="oracle")
     for rec in rb.rollouts:
         lo, hi = rec.segment_rows
-        for s in rb.segments[lo:hi - 1]:
+        for s in rb.segments[lo : hi - 1]:
             v = int(np.flatnonzero(s.tokens == vocab.VSUM)[0])
             assert not s.optimised[v:].any() and (s.phase[v:] == Phase.CONTEXT).all()
-            assert (s.tokens[v + 2:] != vocab.PAD).any()  # the oracle wrote facts
+            assert (s.tokens[v + 2 :] != vocab.PAD).any()  # the oracle wrote facts
     check_consistency(rb)
 
 
@@ -66,7 +66,7 @@ def test_v_sum_version_is_recorded_and_written() -> None:
     assert rb.v_sum_version == "v2"
     seg = next(s for s in rb.segments if (s.tokens == vocab.VSUM).any())
     v = int(np.flatnonzero(seg.tokens == vocab.VSUM)[0])
-    assert tuple(seg.tokens[v:v + 2]) == vocab.v_sum("v2")
+    assert tuple(seg.tokens[v : v + 2]) == vocab.v_sum("v2")
 
 
 class LogProbAgent:
@@ -76,7 +76,9 @@ class LogProbAgent:
         n = len(request.contexts)
         tok = np.flatnonzero(request.allowed)[0]
         tokens = np.full((n, request.num_tokens), tok, dtype=np.int64)
-        return Generation(tokens=tokens, logprobs=np.full(tokens.shape, -0.5), values=np.full(tokens.shape, 0.25))
+        return Generation(
+            tokens=tokens, logprobs=np.full(tokens.shape, -0.5), values=np.full(tokens.shape, 0.25)
+        )
 
 
 def test_logprobs_and_values_are_kept_on_optimised_tokens_only() -> None:
@@ -86,7 +88,11 @@ def test_logprobs_and_values_are_kept_on_optimised_tokens_only() -> None:
     assert rb.batch.values is not None
     np.testing.assert_array_equal(rb.batch.values[rb.batch.token_mask], 0.25)
     arrays = rb.padded()
-    assert arrays["tokens"].shape == arrays["optimised_mask"].shape == (len(rb.segments), arrays["tokens"].shape[1])
+    assert (
+        arrays["tokens"].shape
+        == arrays["optimised_mask"].shape
+        == (len(rb.segments), arrays["tokens"].shape[1])
+    )
     np.testing.assert_array_equal(arrays["optimised_mask"].sum(axis=1), rb.batch.seg_tokens)
     np.testing.assert_array_equal(arrays["attention_mask"].sum(axis=1), [s.tokens.size for s in rb.segments])
 
