@@ -151,6 +151,13 @@ class Layout:
     slip: BoolArray
     slip_action: IntArray
 
+    def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
+                  target: IntArray) -> Instances:
+        """Complete a task's episode arrays with this layout's horizon, hardness and slips."""
+        return Instances(prompt=pad_row(prompt, obs.shape[2]), obs=obs, expected=expected, answer=answer,
+                         horizon=self.horizon, hard=self.hard, target=target, slip=self.slip,
+                         slip_action=self.slip_action)
+
 
 def obs_width(cfg: TaskConfig, prompt_len: int) -> int:
     """O: the fixed observation width of a task config (widest step, heavy tail or prompt)."""

@@ -61,17 +61,7 @@ def generate(keys: KeyArray, cfg: PointerChaseConfig) -> core.Instances:
 
     visited = np.cumsum(path[:, 1:], axis=1)  # (n, H) running sum after move t
     answer = node0 + visited[rows, last] % nn
-    return core.Instances(
-        prompt=core.pad_row(prompt, width),
-        obs=obs,
-        expected=node0 + path[:, 1:],
-        answer=answer,
-        horizon=lay.horizon,
-        hard=lay.hard,
-        target=answer,
-        slip=lay.slip,
-        slip_action=lay.slip_action,
-    )
+    return lay.instances(prompt=prompt, obs=obs, expected=node0 + path[:, 1:], answer=answer, target=answer)
 
 
 class PointerChaseSolver:
