@@ -9,6 +9,7 @@ vector env reset with ``seed=s`` is exactly the instance a single env reset with
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,12 +46,21 @@ def episode_keys(base_seeds: IntArray, episodes: IntArray) -> KeyArray:
         return _splitmix(b ^ _splitmix(np.asarray(episodes).astype(np.uint64) + np.uint64(1)))
 
 
+@functools.lru_cache(maxsize=256)
+def _counter_hash(stream: int, size: int) -> KeyArray:
+    """The key-independent half of a draw; cached because every reset asks for the same ones."""
+    counter = np.arange(size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 32)
+    with np.errstate(over="ignore"):
+        out = _splitmix(counter)
+    out.setflags(write=False)
+    return out
+
+
 def uniform(keys: KeyArray, stream: int, shape: tuple[int, ...]) -> FloatArray:
     """(n, *shape) floats in [0, 1) from ``keys``; each ``stream`` is an independent draw."""
     size = int(np.prod(shape)) if shape else 1
-    counter = np.arange(size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 32)
     with np.errstate(over="ignore"):
-        bits = _splitmix(keys[:, None] ^ _splitmix(counter)[None, :])
+        bits = _splitmix(keys[:, None] ^ _counter_hash(stream, size)[None, :])
     u = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     return u.reshape((keys.size, *shape))
 
@@ -128,6 +138,11 @@ def step(
     reward = (terminated & ~failed & (a == inst.answer)).astype(np.float64)
     obs = np.where(moving[:, None], inst.obs[rows, ti], vocab.PAD)
     return obs, reward, terminated, StepState(t=t + 1, failed=failed)
+
+
+def take_rows(inst: Instances, rows: IntArray) -> Instances:
+    """The instances at ``rows``, copied."""
+    return Instances(**{f: getattr(inst, f)[rows] for f in Instances.__dataclass_fields__})
 
 
 def replace_rows(inst: Instances, rows: IntArray, new: Instances) -> None:

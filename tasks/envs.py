@@ -166,6 +166,10 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         self._episode = np.zeros(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self.instances: core.Instances | None = None
+        self._next: core.Instances | None = None
+        """Every env's next episode, drawn ahead in bulk: autoresets copy rows instead of drawing
+        a handful of instances per step, which is what makes the batched step cheap."""
+        self._stale = np.zeros(num_envs, dtype=np.bool_)
         self._state = core.initial_state(num_envs)
 
     def reset(
@@ -183,12 +187,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         else:
             self._episode += 1
         self.instances = self.task.generate(core.episode_keys(self._base, self._episode), self.config)
+        self._next = self.task.generate(core.episode_keys(self._base, self._episode + 1), self.config)
+        self._stale[:] = False
         self._state = core.initial_state(self.num_envs)
         self._autoreset[:] = False
         return self.instances.prompt.copy(), {"hard": self.instances.hard.copy()}
 
     def step(self, actions: IntArray) -> tuple[IntArray, Any, Any, Any, dict[str, Any]]:
-        if self.instances is None or self._base is None:
+        if self.instances is None or self._next is None or self._base is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(actions, self.config.vocab_size).reshape(self.num_envs)
         obs, reward, terminated, state = core.step(self.instances, self._state, a)
@@ -196,9 +202,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         if rows.size:
             # NEXT_STEP autoreset: an env that terminated last step starts its next episode now and
             # ignores its action (the transition it returns is the reset, with reward 0)
+            if self._stale[rows].any():
+                self._refill()
             self._episode[rows] += 1
-            fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows]), self.config)
+            fresh = core.take_rows(self._next, rows)
             core.replace_rows(self.instances, rows, fresh)
+            self._stale[rows] = True
+            if self._stale.sum() * 8 >= self.num_envs:
+                self._refill()
             obs[rows] = fresh.prompt
             reward[rows] = 0.0
             terminated[rows] = False
@@ -208,6 +219,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         self._autoreset = terminated.copy()
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         return obs, reward, terminated, truncated, {}
+
+    def _refill(self) -> None:
+        """Draw the next episode of every env whose buffered one was used."""
+        assert self._next is not None and self._base is not None
+        rows = np.flatnonzero(self._stale)
+        fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows] + 1), self.config)
+        core.replace_rows(self._next, rows, fresh)
+        self._stale[rows] = False
 
 
 _TASK_DOC = """
