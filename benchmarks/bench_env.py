@@ -57,9 +57,9 @@ def main() -> None:
         rb = run_rollouts(env, "scripted", HarnessConfig(**preset.harness), seed=0)
         st = rollout_stats([rb])
         share = st["time_share"]
-        print(f"  harness ({preset.name}, scripted, {args.envs} rollouts): {st['tokens_per_s'] / 1e3:.0f}k tokens/s, "
-              f"{st['rollouts_per_s']:.0f} rollouts/s; time in env {share['env']:.1%}, agent {share['agent']:.1%}, "
-              f"harness {share['harness']:.1%}")
+        print(f"  harness ({preset.name}, scripted, {args.envs} rollouts): "
+              f"{st['tokens_per_s'] / 1e3:.0f}k tokens/s, {st['rollouts_per_s']:.0f} rollouts/s; "
+              f"time in env {share['env']:.1%}, agent {share['agent']:.1%}, harness {share['harness']:.1%}")
 
 
 if __name__ == "__main__":

@@ -140,6 +140,8 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
     """
 
     task: ClassVar[TaskSpec]
+    refill_share: float = 0.125
+    """Redraw buffered next episodes once this share of envs has used theirs."""
 
     def __init__(
         self,
@@ -208,7 +210,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
             fresh = core.take_rows(self._next, rows)
             core.replace_rows(self.instances, rows, fresh)
             self._stale[rows] = True
-            if self._stale.sum() * 8 >= self.num_envs:
+            if self._stale.sum() >= self.refill_share * self.num_envs:
                 self._refill()
             obs[rows] = fresh.prompt
             reward[rows] = 0.0
