@@ -215,8 +215,9 @@ class _Rollout:
         self.reward = reward if self.finished else 0.0
         self.close_segment()
 
-    def steps_in_context(self) -> list[list[int]]:
-        bounds = [*self.step_starts, len(self.ctx)]
+    def steps_in_context(self, end: int | None = None) -> list[list[int]]:
+        """The whole atomic steps in the context, up to ``end`` (default: its end)."""
+        bounds = [*self.step_starts, len(self.ctx) if end is None else end]
         return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
 
 
@@ -337,8 +338,12 @@ def run_rollouts(
         if progress is not None:
             progress(1)
 
-    def compact(ids: list[int], discard: bool) -> None:
-        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide."""
+    def compact(ids: list[int], discard: bool, requested: bool = False) -> None:
+        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
+
+        ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
+        were generated in it) but are not a step, so they never reach the tail.
+        """
         held: dict[int, list[int]] = {}
         summarise: list[int] = []
         for i in ids:
@@ -377,7 +382,7 @@ def run_rollouts(
             ro = rolls[i]
             if not ro.active:
                 continue
-            steps = ro.steps_in_context()
+            steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
             if i in held:
                 steps.append(held[i])
             head = ro.ctx[: ro.prompt_len]
@@ -431,7 +436,9 @@ def run_rollouts(
                     allowed = allowed_answer
                     groups = [fit]
                 else:
-                    groups = [[i for i in fit if rolls[i].blocked], [i for i in fit if not rolls[i].blocked]]
+                    # COMPACT is offered once per step and only while compactions remain under S
+                    may = {i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions}
+                    groups = [[i for i in fit if i not in may], [i for i in fit if i in may]]
                 for g, grp in enumerate(groups):
                     if not grp:
                         continue
@@ -460,7 +467,7 @@ def run_rollouts(
                             actions[i] = tok
                             acted.append(i)
             if to_compact:
-                compact(to_compact, discard=False)
+                compact(to_compact, discard=False, requested=True)
             pending = [i for i in to_compact if rolls[i].active]
 
         # ---- env step (finished envs are stepped too; their results are ignored)

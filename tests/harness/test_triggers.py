@@ -108,6 +108,7 @@ def test_policy_trigger_compacts_when_the_agent_asks_and_falls_back_to_threshold
     rb = run(
         agent=CompactEvery(), trigger="policy", window=512, max_compactions=20, task={"horizon": (20, 20)}
     )
+    check_consistency(rb)
     for rec in rb.rollouts:
         assert rec.compactions >= 4  # about every fifth act turn
         lo, hi = rec.segment_rows
@@ -119,3 +120,9 @@ def test_policy_trigger_compacts_when_the_agent_asks_and_falls_back_to_threshold
     threshold = run(agent=CompactEvery(period=10**9), trigger="threshold", window=96, max_compactions=20)
     assert sum(r.compactions for r in silent.rollouts) > 0
     assert [r.compactions for r in silent.rollouts] == [r.compactions for r in threshold.rollouts]
+
+
+def test_compact_is_not_offered_once_S_is_reached() -> None:
+    rb = run(agent=CompactEvery(period=1), trigger="policy", window=512, max_compactions=2)
+    check_consistency(rb)
+    assert all(r.compactions == 2 and r.finished for r in rb.rollouts)
