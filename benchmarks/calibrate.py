@@ -18,8 +18,20 @@ from tasks.presets import PRESETS
 
 
 def inspect(preset: str, agent: str, episodes: int, *extra: str) -> dict:
-    cmd = [sys.executable, "-m", "simlab.cli", "inspect", "--task", preset, "--agent", agent,
-           "--episodes", str(episodes), "--json", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simlab.cli",
+        "inspect",
+        "--task",
+        preset,
+        "--agent",
+        agent,
+        "--episodes",
+        str(episodes),
+        "--json",
+        *extra,
+    ]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
@@ -27,8 +39,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1024)
     args = parser.parse_args()
-    print("| preset | W | L | m | k | S | oracle | scripted (q=0.7) | random | oracle, sliding | "
-          "segments (oracle) | corr(segments, reward), oracle | overlong (scripted) |")
+    print(
+        "| preset | W | L | m | k | S | oracle | scripted (q=0.7) | random | oracle, sliding | "
+        "segments (oracle) | corr(segments, reward), oracle | overlong (scripted) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, p in PRESETS.items():
         res = {a: inspect(name, a, args.episodes) for a in ("oracle", "scripted", "random")}
@@ -40,10 +54,13 @@ def main() -> None:
             return f"{s['success_rate']:.3f} ± {s['success_se']:.3f}"
 
         corr = o["corr_segments_reward"]
-        print(f"| `{name}` | {o['window']} | {o['threshold']} | {h['summary_tokens']} | {h['tail_steps']} | "
-              f"{h['max_compactions']} | {fmt(o)} | {fmt(res['scripted'])} | {fmt(res['random'])} | {fmt(slide)} | "
-              f"{o['mean_segments']:.2f} | {'n/a' if corr is None else f'{corr:+.2f}'} | "
-              f"{res['scripted']['overlong_rate']:.3f} |")
+        print(
+            f"| `{name}` | {o['window']} | {o['threshold']} | {h['summary_tokens']} | {h['tail_steps']} | "
+            f"{h['max_compactions']} | {fmt(o)} | {fmt(res['scripted'])} | {fmt(res['random'])} | "
+            f"{fmt(slide)} | "
+            f"{o['mean_segments']:.2f} | {'n/a' if corr is None else f'{corr:+.2f}'} | "
+            f"{res['scripted']['overlong_rate']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

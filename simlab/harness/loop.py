@@ -437,7 +437,9 @@ def run_rollouts(
                     groups = [fit]
                 else:
                     # COMPACT is offered once per step and only while compactions remain under S
-                    may = {i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions}
+                    may = {
+                        i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions
+                    }
                     groups = [[i for i in fit if i not in may], [i for i in fit if i in may]]
                 for g, grp in enumerate(groups):
                     if not grp:
