@@ -25,7 +25,9 @@ class HarnessConfig:
     chunk_steps: int = 4
     """``chunked`` compacts every this many steps (MemAgent)."""
     discard: bool = True
-    """SUPO's discard rule: the step that pushed the context over the threshold is not summarised."""
+    """SUPO's discard rule: the step that pushed the context over the threshold is not summarised.
+    Its action is never optimised (its context is gone); it is replayed verbatim as the newest tail
+    step when ``tail_steps >= 1`` and fits, and lost otherwise (as in SUPO)."""
     tail_steps: int = 1
     """k: steps kept verbatim after a compaction (shrunk to fit)."""
     summary_tokens: int = 8

@@ -73,3 +73,15 @@ def test_user_task_runs_with_the_random_agent_and_with_its_own_agent() -> None:
     solved = run_rollouts(env, ParityAgent(), cfg, seed=0)
     assert all(r.compactions >= 2 for r in solved.rollouts)  # the parity had to cross compactions
     assert [r.reward for r in solved.rollouts] == [1.0] * 8
+
+
+if "usertest/ParityShort-v0" not in gymnasium.registry:
+    gymnasium.register(id="usertest/ParityShort-v0", entry_point=ParityEnv, max_episode_steps=6)
+
+
+def test_env_truncation_is_overlong() -> None:
+    cfg = HarnessConfig(window=48, frac=0.75, summary_tokens=1, tail_steps=0, max_compactions=20)
+    env = gymnasium.make_vec("usertest/ParityShort-v0", num_envs=4, vectorization_mode="sync")
+    rb = run_rollouts(env, ParityAgent(), cfg, seed=0)
+    assert all(r.overlong == "truncated" and r.steps == 6 and r.reward == 0 for r in rb.rollouts)
+    assert not rb.batch.finished.any()
