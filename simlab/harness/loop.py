@@ -139,6 +139,7 @@ class _Rollout:
         "prompt_len",
         "reward",
         "seg_steps",
+        "segment_id",
         "segments",
         "step_context",
         "step_starts",
@@ -166,6 +167,7 @@ class _Rollout:
         self.steps = 0
         self.compactions = 0
         self.seg_steps = 0
+        self.segment_id = -1
         self.appended = 0
         self.start_segment(prompt)
 
@@ -176,6 +178,7 @@ class _Rollout:
         self.logp, self.values = [np.nan] * n, [np.nan] * n
         self.step_starts = step_starts or []
         self.seg_steps = 0
+        self.segment_id += 1
 
     def append(
         self,
@@ -322,6 +325,7 @@ def run_rollouts(
             num_tokens=num,
             allowed=allowed,
             env_ids=np.asarray(ids, dtype=np.int64),
+            segment_ids=np.asarray([rolls[i].segment_id for i in ids], dtype=np.int64),
             window=cfg.window,
             env=env,
         )

@@ -50,6 +50,10 @@ class Request:
     """(n,) which env of the batch each row belongs to."""
     window: int
     """W, the working window; an agent that times its own compaction reads it."""
+    segment_ids: IntArray | None = None
+    """(n,) index of the segment each row is in (0 = first). Within one segment a row's contexts only
+    grow, except that a discarded step is cut off before the summary request; a KV-cached policy
+    rebuilds its cache when the id changes and otherwise keeps the longest common prefix."""
     env: Any = None
     """The vector env, for privileged agents only (the oracle reads hidden state from it)."""
 

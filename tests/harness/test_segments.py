@@ -107,3 +107,37 @@ def test_groups_share_an_instance() -> None:
     assert rb.batch.num_groups == 3
     prompts = [rb.segments[r.segment_rows[0]].tokens[:20] for r in rb.rollouts]
     assert all(np.array_equal(prompts[0 + g * 4], prompts[g * 4 + j]) for g in range(3) for j in range(4))
+
+
+class Recorder:
+    """Wraps an agent and checks the segment ids a KV-cached policy would rely on."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.last: dict[int, tuple[int, np.ndarray]] = {}
+        self.new_segments = 0
+
+    def generate(self, request: Request) -> Generation:
+        assert request.segment_ids is not None
+        for e, sid, ctx in zip(request.env_ids, request.segment_ids, request.contexts, strict=True):
+            prev = self.last.get(int(e))
+            if prev is not None and prev[0] == sid:
+                # same segment: the context extends the previous one (no discard in this run)
+                assert ctx.size > prev[1].size and np.array_equal(ctx[: prev[1].size], prev[1])
+            elif prev is not None:
+                assert sid == prev[0] + 1
+                self.new_segments += 1
+                assert ctx[0] == vocab.BOS and vocab.SUMMARY in ctx
+            self.last[int(e)] = (int(sid), ctx)
+        return self.inner.generate(request)  # type: ignore[attr-defined]
+
+
+def test_segment_ids_mark_where_a_cache_must_be_rebuilt() -> None:
+    import gymnasium
+
+    from simlab.harness import HarnessConfig, make_agent, run_rollouts
+
+    env = gymnasium.make_vec(PC, num_envs=16)
+    rec = Recorder(make_agent("oracle", env))
+    rb = run_rollouts(env, rec, HarnessConfig(window=96, summary_tokens=4, discard=False, max_compactions=8))
+    assert rec.new_segments == sum(r.compactions for r in rb.rollouts) > 0
