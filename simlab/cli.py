@@ -120,7 +120,8 @@ def inspect(
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
         typer.echo(json.dumps(clean, indent=2))
     else:
-        typer.echo(format_stats(stats, f"{task} | agent={agent} q={quality} | trigger={stats['trigger']}"))
+        who = f"agent={agent}" + (f" q={quality}" if agent == "scripted" else "")
+        typer.echo(format_stats(stats, f"{task} | {who} | trigger={stats['trigger']}"))
 
 
 def main() -> None:

@@ -190,7 +190,7 @@ class _Rollout:
     ) -> None:
         k = len(tokens)
         self.appended += k
-        self.ctx.extend(int(t) for t in tokens)
+        self.ctx.extend(tokens)  # callers pass Python ints (lists from .tolist(), markers)
         self.phase.extend([phase] * k)
         self.opt.extend([optimised] * k)
         self.logp.extend([np.nan] * k if logp is None else [float(x) for x in logp])
@@ -232,7 +232,8 @@ def _protocol_metadata(env: Any) -> dict[str, Any]:
 
 
 def _strip(obs: IntArray) -> list[int]:
-    return [int(t) for t in obs[obs != vocab.PAD]]
+    out: list[int] = obs[obs != vocab.PAD].tolist()
+    return out
 
 
 @dataclass
