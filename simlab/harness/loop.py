@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -240,7 +240,6 @@ def _strip(obs: IntArray) -> list[int]:
 class _Clock:
     env: float = 0.0
     agent: float = 0.0
-    calls: list[tuple[str, int]] = field(default_factory=list)
 
 
 def run_rollouts(
@@ -501,6 +500,8 @@ def run_rollouts(
                 finish(i, "truncated")
             elif ro.steps >= cfg.max_steps:
                 finish(i, "steps")
+            # step-count triggers (chunked, every_step) wait while the answer is due: the answer turn
+            # reads the query from the latest observation, as MemAgent and MEM1 do
             elif (
                 trig.kind != "never"
                 and (trig.length_based or not ro.answer_due)
@@ -514,11 +515,11 @@ def run_rollouts(
         actions[:] = 0
 
     total = time.perf_counter() - t_start
-    return _assemble(rolls, cfg, seed, group_size, clock, total)
+    return _assemble(rolls, cfg, group_size, clock, total)
 
 
 def _assemble(
-    rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: int, clock: _Clock, total: float
+    rolls: list[_Rollout], cfg: HarnessConfig, group_size: int, clock: _Clock, total: float
 ) -> RolloutBatch:
     segments: list[SegmentTokens] = []
     records: list[RolloutRecord] = []
