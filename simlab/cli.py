@@ -66,6 +66,9 @@ def inspect(
     discard: Optional[bool] = typer.Option(None, "--discard/--no-discard", help="SUPO discard rule."),  # noqa: UP045
     summariser: Optional[str] = typer.Option(None, help="self, none, or a reference agent name."),  # noqa: UP045
     set_: list[str] = typer.Option([], "--set", help="Task field override KEY=VALUE (repeatable)."),  # noqa: B008
+    vs_sliding: bool = typer.Option(
+        False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
@@ -99,19 +102,19 @@ def inspect(
         if not sep:
             raise fail(f"`--set {item!r}` is invalid; use KEY=VALUE, e.g. --set noise=0.1")
         overrides[key.strip()] = _literal(value.strip())
-    bar = tqdm(total=episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
+    runs = 2 if vs_sliding else 1
+    bar = tqdm(
+        total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
+    )
+    common: dict[str, Any] = dict(
+        episodes=episodes, batch=batch, seed=seed, quality=quality, task=overrides, progress=bar.update
+    )
     try:
-        stats = inspect_preset(
-            task,
-            agent,
-            episodes=episodes,
-            batch=batch,
-            seed=seed,
-            quality=quality,
-            harness=harness,
-            task=overrides,
-            progress=bar.update,
-        )
+        stats = inspect_preset(task, agent, harness=harness, **common)
+        if vs_sliding:
+            base = inspect_preset(task, agent, harness={**harness, "trigger": "sliding"}, **common)
+            stats["sliding_success_rate"] = base["success_rate"]
+            stats["summary_gap"] = stats["success_rate"] - base["success_rate"]
     except ValueError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -122,6 +125,11 @@ def inspect(
     else:
         who = f"agent={agent}" + (f" q={quality}" if agent == "scripted" else "")
         typer.echo(format_stats(stats, f"{task} | {who} | trigger={stats['trigger']}"))
+        if vs_sliding:
+            typer.echo(
+                f"  vs sliding       {stats['sliding_success_rate']:.3f} without a summary; "
+                f"the summary is worth {stats['summary_gap']:+.3f}"
+            )
 
 
 def main() -> None:

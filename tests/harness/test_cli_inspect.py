@@ -51,3 +51,23 @@ def test_inspect_prints_a_report() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "success" in result.output and "corr(segments, reward)" in result.output
+
+
+def test_inspect_shows_the_gap_to_a_no_summary_run() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "inspect",
+            "--task",
+            "keyrecall-tiny",
+            "--agent",
+            "oracle",
+            "--episodes",
+            "64",
+            "--vs-sliding",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)
+    assert stats["summary_gap"] > 0.4 and stats["sliding_success_rate"] < 0.2
