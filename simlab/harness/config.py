@@ -116,6 +116,10 @@ class HarnessConfig:
                 f"<= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
             )
 
+    def as_dict(self) -> dict[str, Any]:
+        """Every field by name, for logging with the run."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def replace(self, **changes: Any) -> HarnessConfig:
         names = {f.name for f in fields(self)}
         for key in changes:

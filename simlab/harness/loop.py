@@ -74,6 +74,8 @@ class RolloutRecord:
     """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
     segment_optimised: tuple[int, ...]
     """Optimised tokens of each of its segments, in order (the SegmentBatch's counts)."""
+    n_after: tuple[int, ...]
+    """N_after of each of its segments: optimised tokens generated after it in this rollout."""
     context_lengths: IntArray
     """Working context (conditioning + generated tokens) at every generation, in order."""
     step_context: IntArray
@@ -546,6 +548,7 @@ def _assemble(
                 tokens=ro.appended,
                 segment_rows=(start, len(segments)),
                 segment_optimised=tuple(counts[-1]),
+                n_after=tuple(int(x) for x in np.cumsum(counts[-1][::-1])[::-1][1:]) + (0,),
                 context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
                 step_context=np.asarray(ro.step_context, dtype=np.int64),
             )

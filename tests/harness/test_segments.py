@@ -19,6 +19,7 @@ def test_optimised_counts_and_n_after_match_the_segment_batch() -> None:
         assert tuple(counts) == rec.segment_optimised
         expected_after = [sum(counts[j + 1 :]) for j in range(len(counts))]
         np.testing.assert_array_equal(b.n_after[lo:hi], expected_after)
+        assert rec.n_after == tuple(expected_after)
         assert b.rewards[r] == rec.reward
         assert len(counts) == rec.compactions + 1
 
