@@ -548,7 +548,7 @@ def _assemble(
                 tokens=ro.appended,
                 segment_rows=(start, len(segments)),
                 segment_optimised=tuple(counts[-1]),
-                n_after=tuple(int(x) for x in np.cumsum(counts[-1][::-1])[::-1][1:]) + (0,),
+                n_after=(*(int(x) for x in np.cumsum(counts[-1][::-1])[::-1][1:]), 0),
                 context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
                 step_context=np.asarray(ro.step_context, dtype=np.int64),
             )
