@@ -295,8 +295,7 @@ def run_rollouts(
     allowed_act = np.zeros(vocab_size, dtype=np.bool_)
     allowed_act[np.asarray(meta.get("act_tokens", np.flatnonzero(content)))] = True
     allowed_compact = allowed_act.copy()
-    if trig.agent_compacts:
-        allowed_compact[vocab.COMPACT] = True
+    allowed_compact[vocab.COMPACT] = True
     allowed_answer = np.zeros(vocab_size, dtype=np.bool_)
     allowed_answer[np.asarray(meta.get("answer_tokens", np.flatnonzero(content)))] = True
     allowed_summary = content.copy()
@@ -439,19 +438,21 @@ def run_rollouts(
                     continue
                 marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
                 if phase == Phase.ANSWER:
-                    allowed = allowed_answer
-                    groups = [fit]
+                    groups = [(fit, allowed_answer)]
+                elif not trig.agent_compacts:
+                    groups = [(fit, allowed_act)]
                 else:
                     # COMPACT is offered once per step and only while compactions remain under S
                     may = {
                         i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions
                     }
-                    groups = [[i for i in fit if i not in may], [i for i in fit if i in may]]
-                for g, grp in enumerate(groups):
+                    groups = [
+                        ([i for i in fit if i not in may], allowed_act),
+                        ([i for i in fit if i in may], allowed_compact),
+                    ]
+                for grp, allowed in groups:
                     if not grp:
                         continue
-                    if phase == Phase.ACT:
-                        allowed = allowed_act if g == 0 else allowed_compact
                     toks, lp, vals = ask(
                         phase, grp, [[*rolls[i].ctx, marker] for i in grp], 1, allowed, actor, who
                     )
