@@ -247,8 +247,9 @@ class RunConfig:
     def base_key(self) -> str:
         """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
         preset = get_preset(self.preset)
+        policy = {k: v for k, v in _plain(self.policy).items() if k != "value_head"}  # heads are added later
         payload = {"env": self.env_id, "task": _plain(self.task), "harness": preset.harness,
-                   "policy": _plain(self.policy), "base": {k: v for k, v in _plain(self.base).items() if k != "cache"},
+                   "policy": policy, "base": {k: v for k, v in _plain(self.base).items() if k != "cache"},
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -42,6 +42,14 @@ def _fixed(**settings: Any) -> HarnessDefaults:
     return lambda preset: dict(settings)
 
 
+def _supo(preset: dict[str, Any]) -> dict[str, Any]:
+    """L = 0.95 W, lowered where a small window must still hold v_sum and the summary after L."""
+    window = int(preset.get("window", 128))
+    room = (window - 2 - int(preset.get("summary_tokens", 8))) / window
+    return {"trigger": "threshold", "frac": min(0.95, int(room * 100) / 100), "discard": True,
+            "summariser": "self", "tail_steps": 0}
+
+
 def _budget(preset: dict[str, Any]) -> dict[str, Any]:
     window = int(preset.get("window", 128))
     return {"trigger": "budget", "t_comp": max(window // 6, 1), "tail_steps": 2, "summariser": "self",
@@ -64,7 +72,7 @@ def _train(**settings: Any) -> TrainDefaults:
 _add(Recipe(
     "supo", "SUPO (arXiv 2510.06727): self-summarisation at L = 0.95 W, rollout-group GRPO, token loss, "
     "overlong mask, discard rule",
-    _fixed(trigger="threshold", frac=0.95, discard=True, summariser="self", tail_steps=0),
+    _supo,
     _train(estimator="rollout_group", normaliser="token", overlong_mask=True),
 ))
 _add(Recipe(
