@@ -289,6 +289,20 @@ def _section(nested: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _check_window(env_id: str, task_cfg: TaskConfig, harness_cfg: HarnessConfig) -> None:
+    """The window must hold the task's prompt, a summary and one step: checked before any work starts."""
+    import gymnasium
+
+    import tasks  # noqa: F401  (registers the envs)
+    from simlab.harness.phases import check_window
+
+    env = gymnasium.make_vec(env_id, num_envs=1, vectorization_mode="vector_entry_point", config=task_cfg)
+    try:
+        check_window(env, harness_cfg)
+    finally:
+        env.close()
+
+
 POLICY_MARGIN = 16
 """Tokens a policy row may hold beyond the window: the v_sum cue and the summary of the last segment."""
 
@@ -312,7 +326,9 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
         raise ConfigError(f"`train.recipe={recipe_name!r}` is invalid; choose one of {RECIPES.choices()}")
     recipe = RECIPES.get(recipe_name)
 
-    harness_data = {**preset.harness, **recipe.harness(dict(preset.harness)), **_section(nested, "harness")}
+    user_harness = _section(nested, "harness")
+    # the recipe sees the window the run will have, so its ratios (L = 0.95 W, T_comp = W/6) scale with it
+    harness_data = {**preset.harness, **recipe.harness({**preset.harness, **user_harness}), **user_harness}
     harness_cfg = HarnessConfig().replace(**harness_data)
     train_data = {**recipe.train(_plain(harness_cfg)), **train}
     estimator = train_data.get("estimator", TrainConfig.estimator)
@@ -332,6 +348,7 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
         raise ConfigError(f"`policy.max_len={policy_cfg.max_len}` is invalid; it must hold the window plus "
                           f"the summary cue: choose an integer >= {harness_cfg.window + POLICY_MARGIN}")
 
+    _check_window(preset.env_id, task_cfg, harness_cfg)
     seed = nested.get("seed", 0)
     check_int("seed", seed, 0)
     device = nested.get("device", "auto")

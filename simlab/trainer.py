@@ -37,11 +37,7 @@ from simlab.policy.decode import score_tokens
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
-from simlab.update import clipped_policy_loss, explained_variance, value_loss, weighted_entropy
-
-
-class TrainingDiverged(RuntimeError):
-    """A loss or gradient became NaN or infinite; nothing was written after it."""
+from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
 
 
 def device_of(cfg: RunConfig) -> torch.device:

@@ -15,6 +15,7 @@ import torch
 from simlab.harness.protocol import Generation, Request
 from simlab.policy.decode import Decoder, sample
 from simlab.policy.model import Policy
+from simlab.update import TrainingDiverged
 
 
 def _right_pad(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,6 +89,8 @@ class PolicyAgent:
         B = self.decoder.batch_size
         for j in range(k):
             logits = self.decoder.logits[idx]  # (n, V)
+            if not bool(torch.isfinite(logits).all()):
+                raise TrainingDiverged("the policy produced non-finite logits during a rollout")
             tok, lp = sample(logits, allowed.expand(n, -1), temperature=self.temperature,
                              generator=self.generator, greedy=self.greedy)
             tokens[:, j] = tok.cpu().numpy()
