@@ -108,11 +108,11 @@ class TrainConfig:
 
     def validate(self, prefix: str = "train") -> None:
         check_choice(f"{prefix}.recipe", self.recipe, RECIPES.names())
-        check_choice(f"{prefix}.algorithm", self.algorithm, ("grpo", "ppo"))
         for key, registry in (("estimator", ESTIMATORS), ("normaliser", NORMALISERS)):
             value = getattr(self, key)
             if value not in registry:
                 raise ConfigError(f"`{prefix}.{key}={value!r}` is invalid; choose one of {registry.choices()}")
+        check_choice(f"{prefix}.algorithm", self.algorithm, ("grpo", "ppo"))
         family = estimator_family(self.estimator)
         if (self.algorithm == "grpo") != (family == "group"):
             want = "a group estimator" if self.algorithm == "grpo" else "a GAE estimator"
