@@ -244,11 +244,19 @@ class RunConfig:
         out["policy"] = policy
         return out
 
+    def base_harness_settings(self) -> dict[str, Any]:
+        """Harness settings of the base model's demonstrations (see ``trainer.base_harness``)."""
+        geometry = ("window", "summary_tokens", "max_compactions", "max_steps", "v_sum")
+        settings = {**get_preset(self.preset).harness, **{k: getattr(self.harness, k) for k in geometry}}
+        settings["summariser"] = "self"
+        if self.base.compact_demos:
+            settings["trigger"] = "policy"
+        return settings
+
     def base_key(self) -> str:
         """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
-        preset = get_preset(self.preset)
         policy = {k: v for k, v in _plain(self.policy).items() if k != "value_head"}  # heads are added later
-        payload = {"env": self.env_id, "task": _plain(self.task), "harness": preset.harness,
+        payload = {"env": self.env_id, "task": _plain(self.task), "harness": self.base_harness_settings(),
                    "policy": policy, "base": {k: v for k, v in _plain(self.base).items() if k != "cache"},
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)

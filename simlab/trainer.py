@@ -187,9 +187,7 @@ def evaluate(cfg: RunConfig, policy: Policy) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------- base model
 def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None, progress: Any = None) -> None:
     """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
-    harness = HarnessConfig().replace(**{**_preset_harness(cfg), "summariser": "self"})
-    if cfg.base.compact_demos:
-        harness = harness.replace(trigger="policy")
+    harness = base_harness(cfg)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
     rng = np.random.default_rng(cfg.seed + 12345)
     for step in range(cfg.base.steps):
@@ -212,10 +210,14 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
             progress(1)
 
 
-def _preset_harness(cfg: RunConfig) -> dict[str, Any]:
-    from tasks.presets import get_preset
+def base_harness(cfg: RunConfig) -> HarnessConfig:
+    """Where demonstrations are collected: the preset's harness with the run's context geometry.
 
-    return dict(get_preset(cfg.preset).harness)
+    The geometry (window, summary length, caps, v_sum) must match the run, since the policy's context
+    and summary sizes follow it; the trigger is ``policy`` so the teacher also demonstrates when to emit
+    COMPACT. Recipes that differ only in trigger, tail, discard or threshold share one base model.
+    """
+    return HarnessConfig().replace(**cfg.base_harness_settings())
 
 
 def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None, progress: Any = None) -> Path:
@@ -332,7 +334,9 @@ class Trainer:
             self.opt.step()
             stats["loss"].append(float(total))
             stats["grad_norm"].append(float(norm))
-        return {f"loss/{k}": float(np.nanmean(v)) for k, v in stats.items() if v}
+        # mini-batches made only of masked or dummy segments have no weighted entropy
+        finite = {k: [x for x in v if math.isfinite(x)] for k, v in stats.items()}
+        return {f"loss/{k}": float(np.mean(v)) if v else math.nan for k, v in finite.items()}
 
     def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
         assert self.critic is not None
@@ -415,6 +419,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
     sink.log_params(flatten(cfg))
     t = cfg.train
     base_path = base_checkpoint(cfg, Path(store))
+    torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
     policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device)
     if (cfg.train.critic == "head") != (policy.value is not None):
         policy = _with_value_head(policy, cfg)
