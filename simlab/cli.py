@@ -139,8 +139,8 @@ def train(
 
     from simlab.config import apply_overrides, load, parse_overrides, resolve
     from simlab.sinks import JsonlSink
-    from simlab.trainer import TrainingDiverged
-    from simlab.trainer import train as run_training
+    from simlab.train import TrainingDiverged
+    from simlab.train import train as run_training
 
     try:
         cfg = load(config, set_) if config is not None else resolve(apply_overrides({}, parse_overrides(set_)))

@@ -14,7 +14,7 @@ from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.model import Policy
 from simlab.recipes import RECIPES
 from simlab.sinks import JsonlSink, read_metrics
-from simlab.trainer import TrainingDiverged, base_checkpoint, train
+from simlab.train import TrainingDiverged, base_checkpoint, train
 
 from .conftest import tiny
 
