@@ -158,6 +158,41 @@ def inspect(
             )
 
 
+@app.command()
+def train(
+    config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
+    set_: Annotated[list[str], typer.Option("--set", help="Override KEY=VALUE, e.g. train.lr=1e-3.")] = [],  # noqa: B006
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: mlruns/runs/<time>-<recipe>).")] = None,  # noqa: UP045
+    store: Annotated[Path, typer.Option(help="Local store: base checkpoints and run folders.")] = Path("mlruns"),
+) -> None:
+    """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
+    import time
+
+    from simlab.config import apply_overrides, load, parse_overrides, resolve
+    from simlab.sinks import JsonlSink
+    from simlab.train import TrainingDiverged
+    from simlab.train import train as run_training
+
+    try:
+        cfg = load(config, set_) if config is not None else resolve(apply_overrides({}, parse_overrides(set_)))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
+    if folder.exists() and any(folder.iterdir()):
+        raise fail(f"`--out {folder}` is invalid; the folder exists and is not empty (no earlier run is overwritten)")
+    sink = JsonlSink(folder)
+    typer.echo(f"run folder: {folder}")
+    try:
+        final = run_training(cfg, sink, store=store, progress=True, out_dir=folder)
+    except TrainingDiverged as exc:
+        sink.close("FAILED", str(exc))
+        typer.echo(f"error: training diverged: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    sink.close("FINISHED")
+    for key in sorted(final):
+        typer.echo(f"{key:<40} {final[key]:.4f}")
+
+
 def main() -> None:
     try:
         app()
