@@ -5,7 +5,6 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -65,13 +64,6 @@ def audit(
     except (AuditDataError, OutputDirError) as exc:
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
-def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
 @app.command()
 def inspect(
     task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
@@ -103,6 +95,7 @@ def inspect(
 
     from tqdm import tqdm
 
+    from simlab.config import parse_value
     from simlab.harness.stats import format_stats, inspect_preset
 
     harness = {
@@ -127,7 +120,7 @@ def inspect(
         key, sep, value = item.partition("=")
         if not sep:
             raise fail(f"`--set {item!r}` is invalid; use KEY=VALUE, e.g. --set noise=0.1")
-        overrides[key.strip()] = _literal(value.strip())
+        overrides[key.strip()] = parse_value(value.strip())
     runs = 2 if vs_sliding else 1
     bar = tqdm(
         total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
