@@ -2,7 +2,7 @@
 
 Runs ``python -m simlab.cli inspect --json`` for every preset and agent under the preset's own harness
 settings (trigger ``threshold``), plus the oracle under ``sliding`` (no summary) to show what the summary
-is worth, and prints the markdown table kept in docs/presets.md.
+is worth, and prints the markdown table kept in the README's preset table.
 
     PYTHONPATH=. python benchmarks/calibrate.py [--episodes 1024]
 """

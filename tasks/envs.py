@@ -67,7 +67,7 @@ def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, A
 
 
 def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
-    """The protocol metadata the harness reads (see docs/protocol.md)."""
+    """The protocol metadata the harness reads (see the README's token-protocol section)."""
     return {
         "render_modes": [],
         "simlab_task": task.name,

@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from simlab.harness import Generation, HarnessConfig, Phase, Request, run_rollouts
 
-PAD, TASK, QUERY, SUMMARY, VSUM, ACT = 0, 12, 5, 7, 8, 2  # the reserved ids of docs/protocol.md
+PAD, TASK, QUERY, SUMMARY, VSUM, ACT = 0, 12, 5, 7, 8, 2  # the reserved ids of the README's token-protocol section
 ZERO, ONE = 16, 17  # content tokens
 VOCAB = 24
 
