@@ -77,13 +77,13 @@ class HarnessConfig:
         check_int(f"{prefix}.summary_tokens", self.summary_tokens, 0)
         check_int(f"{prefix}.max_compactions", self.max_compactions, 0)
         check_int(f"{prefix}.max_steps", self.max_steps, 1)
-        if self.summariser not in ("self", "none"):
+        if self.summariser not in ("self", "none", "frozen"):
             try:
                 AGENTS.canonical(self.summariser)
             except ValueError:
                 raise ConfigError(
                     f"`{prefix}.summariser={self.summariser!r}` is invalid; choose 'self', "
-                    f"'none' or one of {AGENTS.choices()}"
+                    f"'none', 'frozen' (a frozen policy checkpoint) or one of {AGENTS.choices()}"
                 ) from None
         check_choice(f"{prefix}.v_sum", self.v_sum, vocab.V_SUM_VERSIONS)
 

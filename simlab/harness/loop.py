@@ -284,6 +284,8 @@ def run_rollouts(
         writer = actor
     elif cfg.summariser == "none":
         writer = None
+    elif cfg.summariser == "frozen":
+        raise ValueError("`harness.summariser='frozen'` needs the frozen summariser agent passed as summariser=...")
     else:
         writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
     writer_is_actor = writer is actor

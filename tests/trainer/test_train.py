@@ -130,3 +130,23 @@ def test_cli_bad_input_exits_2(tmp_path, args, match):
     assert out.returncode == 2
     assert match in out.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("summariser", ["frozen", "scripted", "oracle", "none"])
+def test_summariser_modes(tmp_path, summariser):
+    cfg, final, rows = run(tmp_path, tiny(train={"recipe": "resum", "steps": 1}, harness={"summariser": summariser}))
+    assert cfg.harness.summariser == summariser
+    step = next(r for r in rows if "train/success" in r)
+    if summariser == "none":
+        return
+    # a frozen summariser's tokens are context for the policy: only actions and answers are optimised
+    assert step["perf/optimised_tokens"] > 0
+
+
+def test_summariser_registry_names_match_the_harness():
+    from simlab.summarisers import SUMMARISERS
+
+    for name in SUMMARISERS:
+        resolve(tiny(harness={"summariser": name}))
+    with pytest.raises(ValueError, match=r"`harness.summariser='gpt'` is invalid; choose 'self', 'none', 'frozen'"):
+        resolve(tiny(harness={"summariser": "gpt"}))
