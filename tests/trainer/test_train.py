@@ -134,7 +134,7 @@ def test_cli_bad_input_exits_2(tmp_path, args, match):
 
 @pytest.mark.parametrize("summariser", ["frozen", "scripted", "oracle", "none"])
 def test_summariser_modes(tmp_path, summariser):
-    cfg, final, rows = run(tmp_path, tiny(train={"recipe": "resum", "steps": 1}, harness={"summariser": summariser}))
+    cfg, _, rows = run(tmp_path, tiny(train={"recipe": "resum", "steps": 1}, harness={"summariser": summariser}))
     assert cfg.harness.summariser == summariser
     step = next(r for r in rows if "train/success" in r)
     if summariser == "none":
