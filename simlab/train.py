@@ -450,8 +450,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
 def _with_value_head(policy: Policy, cfg: RunConfig) -> Policy:
     """The base checkpoint's trunk with (or without) a value head as the recipe asks."""
     fresh = Policy(cfg.policy).to(policy.device)
-    missing = fresh.load_state_dict(policy.state_dict(), strict=False)
-    del missing
+    fresh.load_state_dict(policy.state_dict(), strict=False)  # the head alone is missing or extra
     return fresh
 
 

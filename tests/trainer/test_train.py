@@ -150,3 +150,24 @@ def test_summariser_registry_names_match_the_harness():
         resolve(tiny(harness={"summariser": name}))
     with pytest.raises(ValueError, match=r"`harness.summariser='gpt'` is invalid; choose 'self', 'none', 'frozen'"):
         resolve(tiny(harness={"summariser": "gpt"}))
+
+
+def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
+    """The k-th optimised token of a segment row gets column k of the credit layer's grid."""
+    import numpy as np
+
+    from simlab.train import TokenBatch, collect, to_token_grid
+
+    cfg = resolve(tiny())
+    rb, _, _ = collect(cfg, None, harness=cfg.harness, prompts=4, group_size=1, seed=3, teacher="scripted")
+    tb = TokenBatch.from_rollouts(rb, torch.device("cpu")).pad_rows(len(rb.segments) + 3)
+    batch = rb.batch
+    grid = np.zeros(batch.shape)
+    for s, n in enumerate(batch.seg_tokens):
+        grid[s, :n] = 1000 * s + np.arange(n)
+    out = to_token_grid(grid, batch, tb)
+    for s, seg in enumerate(rb.segments):
+        positions = np.flatnonzero(seg.optimised)
+        assert out[s, positions].tolist() == (1000 * s + np.arange(positions.size)).tolist()
+        assert out[s].count_nonzero() <= positions.size
+    assert not out[len(rb.segments):].any()  # dummy rows stay zero
