@@ -20,6 +20,7 @@ import json
 import math
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -190,13 +191,21 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         failed.append(t.number)
+    # MLflow runs still RUNNING whose trial is not live: a worker died between Optuna's tell and closing
+    # the run (end it as the trial ended), or before either (KILLED)
+    ended = {str(t.number): t for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
     for run_id, tags in tracking.running_child_runs(client, experiment_id):
-        if tags.get(tracking.SWEEP_TAG) == study.study_name and tags.get(tracking.TRIAL_TAG) not in live:
+        number = tags.get(tracking.TRIAL_TAG)
+        if tags.get(tracking.SWEEP_TAG) != study.study_name or number in live:
+            continue
+        trial = ended.get(str(number))
+        if trial is not None and trial.user_attrs.get(ATTR_FAILURE) != "killed":
+            status = as_status.get(trial.state, "KILLED")
+            tracking.finish_run(client, run_id, status, trial.user_attrs.get(ATTR_REASON, ""))
+        else:
             tracking.finish_run(
-                client,
-                run_id,
-                "KILLED",
-                f"killed: trial {tags.get(tracking.TRIAL_TAG)}'s process died before it finished",
+                client, run_id, "KILLED", f"killed: trial {number}'s process died before it finished"
             )
     return failed
 
@@ -312,12 +321,13 @@ def _failure_kind(exc: BaseException) -> str:
 
 
 def _limit_threads() -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(1)
+    # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
+    # set_num_threads one already imported; importing torch here would cost every worker seconds
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def run_one(ctx: TrialContext) -> TrialOutcome:
@@ -381,8 +391,8 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
         storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, kind)
         storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
         sink.set_tags({"simlab.failure": kind})
+        study.tell(trial, state=state)  # before closing the run: see reconcile for a death in between
         sink.close(status, reason)
-        study.tell(trial, state=state)
         return TrialOutcome(
             trial.number,
             state.name,
@@ -407,8 +417,8 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
     tsink._check_coordinator()
     finals = {f"final/{k}": float(v) for k, v in result.items() if isinstance(v, int | float)}
     sink.log_metrics(finals, max(tsink.last_step, 0))
+    study.tell(trial, float(value))  # before closing the run: see reconcile for a death in between
     sink.close("FINISHED")
-    study.tell(trial, float(value))
     return TrialOutcome(
         trial.number,
         "COMPLETE",
