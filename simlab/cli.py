@@ -128,6 +128,8 @@ def ui(
         typer.echo(f"warning: the MLflow UI has no authentication and will listen on {host}", err=True)
     tracking.prepare(store)
     cmd = tracking.ui_command(store, host, port, workers)
+    # the server's job runner (GenAI judges, scheduled scorers) starts ~8 processes simlab never uses
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     typer.echo(f"MLflow UI for {store.tracking_uri} at http://{host}:{port}  (Ctrl-C stops it)")
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
 

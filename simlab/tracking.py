@@ -44,6 +44,9 @@ SWEEP_TAG = "simlab.sweep"
 TRIAL_TAG = "simlab.trial_number"
 REASON_TAG = "simlab.status_reason"
 PARENT_TAG = "mlflow.parentRunId"  # the tag the UI nests child runs by
+KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {KIND_TAG: "custom_model_development"}
+"""MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
 
 
 @dataclass(frozen=True)
@@ -108,16 +111,21 @@ def prepare(store: Store) -> MlflowClient:
 def ensure_experiment(client: MlflowClient, name: str, store: Store) -> str:
     """The id of experiment ``name``, created (with the store's artifact root) if missing."""
     found = client.get_experiment_by_name(name)
+    if found is None:
+        location = f"{store.artifact_root}/{name}" if store.artifact_root else None
+        try:
+            experiment_id = str(
+                client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
+            )
+        except Exception:  # another process created it first
+            found = client.get_experiment_by_name(name)
+            if found is None:
+                raise
     if found is not None:
-        return str(found.experiment_id)
-    location = f"{store.artifact_root}/{name}" if store.artifact_root else None
-    try:
-        return str(client.create_experiment(name, artifact_location=location))
-    except Exception:  # another process created it first
-        found = client.get_experiment_by_name(name)
-        if found is None:
-            raise
-        return str(found.experiment_id)
+        experiment_id = str(found.experiment_id)
+        if found.tags.get(KIND_TAG) != EXPERIMENT_TAGS[KIND_TAG]:
+            client.set_experiment_tag(experiment_id, KIND_TAG, EXPERIMENT_TAGS[KIND_TAG])
+    return experiment_id
 
 
 def provenance_tags() -> dict[str, str]:
@@ -355,14 +363,16 @@ def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tu
     Drawn with PIL rather than matplotlib: a bar chart needs no layout engine, and figures are drawn
     in every trial, where matplotlib's ~0.2 s per figure would count against the tracking overhead.
     """
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=13)
 
     steps = table.get_column("step").unique().sort().to_list()
     if not steps:
         return []
     picks = sorted({steps[round(i * (len(steps) - 1) / max(snapshots - 1, 1))] for i in range(snapshots)})
     top = int(table.get_column("segments").max())  # type: ignore[arg-type]
-    width, height, left, bottom, pad = 360, 220, 40, 30, 20
+    width, height, left, bottom, pad = 400, 260, 44, 34, 26
     slot = (width - left - pad) / max(top, 1)
     out: list[tuple[int, Any]] = []
     for step in picks:
@@ -373,7 +383,7 @@ def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tu
         draw.line([(left, y1), (left, y0), (width - pad, y0)], fill="black")
         for frac in (0.0, 0.5, 1.0):
             y = y0 - frac * (y0 - y1)
-            draw.text((4, y - 6), f"{frac:.1f}", fill="black")
+            draw.text((6, y - 7), f"{frac:.1f}", fill="black", font=font)
         for segs, share in zip(
             at.get_column("segments").to_list(), at.get_column("share").to_list(), strict=True
         ):
@@ -381,8 +391,10 @@ def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tu
             draw.rectangle(
                 [x + 0.15 * slot, y0 - share * (y0 - y1), x + 0.85 * slot, y0], fill=(31, 119, 180)
             )
-            draw.text((x + 0.45 * slot, y0 + 6), str(segs), fill="black")
-        draw.text((left + 4, 2), f"share of rollouts by segment count, step {step}", fill="black")
+            draw.text((x + 0.45 * slot, y0 + 8), str(segs), fill="black", font=font)
+        draw.text(
+            (left, 4), f"share of rollouts by segments per rollout, step {step}", fill="black", font=font
+        )
         out.append((int(step), image))
     return out
 

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from simlab import tracking
 from simlab.sweep import parse_spec
 from simlab.sweep.runner import enqueue_missing, open_storage
-from tests.sweep.conftest import Stores, run_cli, write_spec
+from tests.stores import Stores, run_cli, write_spec
 
 SPEC = """
 name = "toy"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simlab.sweep import SpecError, load_spec, parse_spec
-from tests.sweep.conftest import Stores, run_cli, write_spec
+from tests.stores import Stores, run_cli, write_spec
 
 GOOD = """
 seeds = [0, 1]
