@@ -5,9 +5,10 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -64,6 +65,101 @@ def audit(
     except (AuditDataError, OutputDirError) as exc:
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+@app.command()
+def inspect(
+    task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
+    agent: str = typer.Option("scripted", help="Reference agent: oracle, scripted or random."),
+    trigger: Optional[str] = typer.Option(None, help="Compaction trigger (default: threshold)."),  # noqa: UP045
+    episodes: int = typer.Option(512, help="Rollouts to run."),
+    batch: int = typer.Option(256, help="Environments per batch."),
+    quality: float = typer.Option(0.7, help="Summary quality q of the scripted agent, in [0, 1]."),
+    seed: int = typer.Option(0, help="Seed of the first instance."),
+    window: Optional[int] = typer.Option(None, help="W, the working window."),  # noqa: UP045
+    frac: Optional[float] = typer.Option(None, help="L = frac * W."),  # noqa: UP045
+    t_comp: Optional[int] = typer.Option(None, help="budget trigger: compact when W - context < t_comp."),  # noqa: UP045
+    chunk_steps: Optional[int] = typer.Option(None, help="chunked trigger: steps per chunk."),  # noqa: UP045
+    summary_tokens: Optional[int] = typer.Option(None, "--summary-tokens", "-m", help="m, summary length."),  # noqa: UP045
+    tail_steps: Optional[int] = typer.Option(None, "--tail-steps", "-k", help="k, verbatim tail steps."),  # noqa: UP045
+    max_compactions: Optional[int] = typer.Option(None, "--max-compactions", "-S", help="S."),  # noqa: UP045
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", "-H", help="H."),  # noqa: UP045
+    discard: Optional[bool] = typer.Option(None, "--discard/--no-discard", help="SUPO discard rule."),  # noqa: UP045
+    summariser: Optional[str] = typer.Option(None, help="self, none, or a reference agent name."),  # noqa: UP045
+    set_: list[str] = typer.Option([], "--set", help="Task field override KEY=VALUE (repeatable)."),  # noqa: B008
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
+) -> None:
+    """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
+    import json
+    import math
+
+    from tqdm import tqdm
+
+    from simlab.harness.stats import format_stats, inspect_preset
+
+    harness = {k: v for k, v in dict(
+        trigger=trigger, window=window, frac=frac, t_comp=t_comp, chunk_steps=chunk_steps,
+        summary_tokens=summary_tokens, tail_steps=tail_steps, max_compactions=max_compactions,
+        max_steps=max_steps, discard=discard, summariser=summariser).items() if v is not None}
+    overrides: dict[str, Any] = {}
+    for item in set_:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"`--set {item!r}` is invalid; use KEY=VALUE, e.g. --set noise=0.1")
+        overrides[key.strip()] = _literal(value.strip())
+    bar = tqdm(total=episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
+    try:
+        stats = inspect_preset(task, agent, episodes=episodes, batch=batch, seed=seed, quality=quality,
+                               harness=harness, task=overrides, progress=bar.update)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        bar.close()
+    if as_json:
+        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
+        typer.echo(json.dumps(clean, indent=2))
+    else:
+        typer.echo(format_stats(stats, f"{task} | agent={agent} q={quality} | trigger={stats['trigger']}"))
+
+
+@app.command()
+def train(
+    config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
+    set_: Annotated[list[str], typer.Option("--set", help="Override KEY=VALUE, e.g. train.lr=1e-3.")] = [],  # noqa: B006
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: mlruns/runs/<time>-<recipe>).")] = None,  # noqa: UP045
+    store: Annotated[Path, typer.Option(help="Local store: base checkpoints and run folders.")] = Path("mlruns"),
+) -> None:
+    """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
+    import time
+
+    from simlab.config import apply_overrides, load, parse_overrides, resolve
+    from simlab.sinks import JsonlSink
+    from simlab.train import TrainingDiverged
+    from simlab.train import train as run_training
+
+    try:
+        cfg = load(config, set_) if config is not None else resolve(apply_overrides({}, parse_overrides(set_)))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
+    if folder.exists() and any(folder.iterdir()):
+        raise fail(f"`--out {folder}` is invalid; the folder exists and is not empty (no earlier run is overwritten)")
+    sink = JsonlSink(folder)
+    typer.echo(f"run folder: {folder}")
+    try:
+        final = run_training(cfg, sink, store=store, progress=True, out_dir=folder)
+    except TrainingDiverged as exc:
+        sink.close("FAILED", str(exc))
+        typer.echo(f"error: training diverged: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    sink.close("FINISHED")
+    for key in sorted(final):
+        typer.echo(f"{key:<40} {final[key]:.4f}")
 
 
 @app.command()

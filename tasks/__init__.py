@@ -1,1 +1,23 @@
-"""Synthetic long-horizon Gymnasium tasks for simlab (namespace ``simlab``)."""
+"""Synthetic long-horizon Gymnasium tasks for simlab, registered under the namespace ``simlab``.
+
+``import tasks`` registers ``simlab/KeyRecall-v0`` and ``simlab/PointerChase-v0``, each with a single
+env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token protocol they
+follow is in ``docs/protocol.md``; named parameter sets are in ``tasks.presets``.
+"""
+
+import gymnasium
+
+from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
+
+_ENVS = {
+    "simlab/KeyRecall-v0": ("tasks.envs:KeyRecallEnv", "tasks.envs:KeyRecallVectorEnv"),
+    "simlab/PointerChase-v0": ("tasks.envs:PointerChaseEnv", "tasks.envs:PointerChaseVectorEnv"),
+}
+
+for _id, (_single, _vector) in _ENVS.items():
+    if _id not in gymnasium.registry:
+        gymnasium.register(id=_id, entry_point=_single, vector_entry_point=_vector)
+
+ENV_IDS = tuple(_ENVS)
+
+__all__ = ["ENV_IDS", "ConfigError", "KeyRecallConfig", "PointerChaseConfig", "TaskConfig"]

@@ -74,6 +74,31 @@ def first_segment_weight(
     return out
 
 
+def advantage_error(batch: SegmentBatch, estimator: str, **options: Any) -> dict[str, float]:
+    """How far ``estimator``'s advantages are from the ``gae_concat`` reference with the same critic.
+
+    Relative L2 error ||A - A_ref|| / ||A_ref|| and Pearson correlation over tokens, split by segment
+    position: the final segment of each rollout and every pre-final one. Only a simulator, which holds
+    the whole rollout, can compute the reference (seed Block 2: the residual sits on pre-final segments).
+    Needs critic values; GAE options (gamma, lam, ...) are passed to both estimators.
+    """
+    from simlab.credit.estimators import advantages, estimator_family
+
+    if batch.values is None or estimator_family(estimator) != "gae":
+        return {}
+    adv = advantages(batch, estimator, **options)
+    ref = advantages(batch, "gae_concat", **options)
+    out: dict[str, float] = {}
+    for name, rows in (("final", batch.is_last_segment), ("pre_final", batch.is_real & ~batch.is_last_segment)):
+        mask = batch.token_mask & rows[:, None]
+        a, r = adv[mask], ref[mask]
+        norm = float(np.linalg.norm(r))
+        out[f"adv_error/{name}/rel_l2"] = float(np.linalg.norm(a - r)) / norm if norm > 0 else float("nan")
+        ok = a.size > 1 and a.std() > 0 and r.std() > 0
+        out[f"adv_error/{name}/corr"] = float(np.corrcoef(a, r)[0, 1]) if ok else float("nan")
+    return out
+
+
 @dataclass(frozen=True)
 class HealthOptions:
     """What the summary needs to know about the training recipe."""

@@ -1,0 +1,118 @@
+"""Reference agents, registered by name: ``oracle`` (the ceiling), ``scripted`` (quality q), ``random``.
+
+Each is built by a factory ``(env, *, seed, quality) -> Agent``. ``oracle`` and ``scripted`` play
+through the task's solver (``env.solver``, which every simlab task has), so they act and answer from
+their working context alone, the way a policy must. They differ only in summaries: the oracle keeps
+what the hidden instance says will matter; the scripted agent keeps what matters with probability
+``q`` and otherwise follows a systematic wrong priority (recency instead of relevance), a flaw that a
+behaviour-cloned student inherits instead of averaging away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from simlab.harness.protocol import Agent, Generation, IntArray, Phase, Request
+from simlab.registry import Registry
+from tasks import vocab
+
+AgentFactory = Callable[..., Agent]
+AGENTS: Registry[AgentFactory] = Registry("agent")
+
+
+def find_solver(env: Any, who: str) -> Any:
+    """The task solver a reference agent plays through; a clear error for tasks that have none."""
+    for candidate in (env, getattr(env, "unwrapped", None)):
+        solver = getattr(candidate, "solver", None)
+        if solver is not None:
+            return solver
+    raise ValueError(f"agent {who!r} needs a simlab task (one with a `solver`); this env has none. "
+                     "Use 'random' or pass your own Agent")
+
+
+class SolverAgent:
+    """Acts and answers with the task solver; summarises in a mode chosen per summary."""
+
+    def __init__(self, env: Any, *, seed: int = 0, quality: float = 1.0, oracle: bool = False,
+                 compact_frac: float = 0.8) -> None:
+        self.name = "oracle" if oracle else "scripted"
+        self.solver = find_solver(env, self.name)
+        self.rng = np.random.default_rng(seed)
+        self.quality = float(quality)
+        self.oracle = oracle
+        self.compact_frac = compact_frac
+        """Under the ``policy`` trigger, emit COMPACT once the context reaches this share of W."""
+
+    def _mode(self) -> str:
+        if self.oracle:
+            return "oracle"
+        return "relevant" if self.rng.random() < self.quality else "recency"
+
+    def generate(self, request: Request) -> Generation:
+        out = np.empty((len(request.contexts), request.num_tokens), dtype=np.int64)
+        targets = _targets(request)
+        cue = len(vocab.v_sum()) if request.phase == Phase.SUMMARY else 1
+        for r, full in enumerate(request.contexts):
+            ctx = full[:-cue]  # the solver reads history, not the harness's cue for this phase
+            if request.phase == Phase.SUMMARY:
+                out[r] = self.solver.summarise(ctx, request.num_tokens, self._mode(), int(targets[r]), self.rng)
+            elif request.phase == Phase.ANSWER:
+                out[r, 0] = self.solver.answer(ctx, self.rng)
+            elif request.allowed[vocab.COMPACT] and full.size >= self.compact_frac * request.window:
+                out[r, 0] = vocab.COMPACT
+            else:
+                out[r, 0] = self.solver.act(ctx, self.rng)
+        return Generation(tokens=out)
+
+
+def _targets(request: Request) -> IntArray:
+    inst = getattr(request.env, "instances", None)
+    if inst is None:
+        return np.full(len(request.contexts), -1, dtype=np.int64)
+    return np.asarray(inst.target)[request.env_ids]
+
+
+class RandomAgent:
+    """Chance level: uniform over the allowed tokens; COMPACT (when allowed) with ``compact_prob``."""
+
+    def __init__(self, env: Any = None, *, seed: int = 0, quality: float = 1.0, compact_prob: float = 0.05):
+        self.rng = np.random.default_rng(seed)
+        self.compact_prob = compact_prob
+
+    def generate(self, request: Request) -> Generation:
+        choices = np.flatnonzero(request.allowed)
+        compact = request.allowed[vocab.COMPACT]
+        if compact:
+            choices = choices[choices != vocab.COMPACT]
+        n = len(request.contexts)
+        out = choices[self.rng.integers(choices.size, size=(n, request.num_tokens))]
+        if compact:
+            out[self.rng.random(n) < self.compact_prob, 0] = vocab.COMPACT
+        return Generation(tokens=out.astype(np.int64))
+
+
+def _oracle(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
+    return SolverAgent(env, seed=seed, quality=1.0, oracle=True)
+
+
+def _scripted(env: Any, *, seed: int = 0, quality: float = 0.7) -> Agent:
+    return SolverAgent(env, seed=seed, quality=quality)
+
+
+def _random(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
+    return RandomAgent(env, seed=seed)
+
+
+AGENTS.add("oracle", _oracle)
+AGENTS.add("scripted", _scripted)
+AGENTS.add("random", _random)
+
+
+def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = 0.7) -> Agent:
+    """Build the registered agent ``name``; unknown names list the valid ones."""
+    if not (isinstance(quality, (int, float)) and not isinstance(quality, bool) and 0.0 <= quality <= 1.0):
+        raise ValueError(f"`agent.quality={quality!r}` is invalid; choose a value in [0, 1]")
+    return AGENTS.get(name)(env, seed=seed, quality=quality)

@@ -1,0 +1,456 @@
+"""The compaction harness: the batched agent loop that owns every rollout's context.
+
+``run_rollouts`` drives N environments of one (vector) env through an ``Agent``. Per env it keeps
+the working context as prompt + summary block + whole atomic steps, fires the configured trigger
+after each step, runs the summary phase (``v_sum`` then ``m`` summary tokens), rebuilds the next
+segment from the prompt, the summary and a verbatim tail, and never cuts inside a step. Every
+segment's tokens are recorded so that a trainer can recompute log-probs over them: a segment is
+exactly the context its generated tokens were conditioned on, plus those tokens.
+
+Context layout (see docs/protocol.md):
+``BOS prompt [SUMMARY s_1..s_m] (ACT a OBS o_1..o_n)* ...`` and, when the segment ends in a
+compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simlab.credit.batch import SegmentBatch
+from simlab.harness.agents import make_agent
+from simlab.harness.config import HarnessConfig
+from simlab.harness.protocol import Agent, BoolArray, FloatArray, IntArray, Phase, Request, check_generation
+from simlab.harness.triggers import TRIGGERS, Trigger
+from tasks import vocab
+
+ACTION_TURN = 2
+"""Tokens an action or answer turn adds to the context: the marker and the generated token."""
+
+
+@dataclass(frozen=True)
+class SegmentTokens:
+    """One segment as a training sample: the tokens in order, and what each one is."""
+
+    tokens: IntArray
+    """(T,) every token of the segment: its starting context, then steps, then v_sum + summary."""
+    optimised: BoolArray
+    """(T,) True where the trained agent generated the token in this segment (the loss mask)."""
+    phase: NDArray[np.int8]
+    """(T,) ``Phase`` of each token (CONTEXT for everything not generated here)."""
+    logprobs: FloatArray
+    """(T,) the agent's log-probability of each generated token; NaN where none was given."""
+    values: FloatArray
+    """(T,) the agent's value at each generated token; NaN where none was given."""
+
+    @property
+    def num_optimised(self) -> int:
+        return int(self.optimised.sum())
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """What happened in one rollout."""
+
+    reward: float
+    finished: bool
+    """Produced an answer (False: overlong)."""
+    overlong: str
+    """'' if finished, else why it stopped: 'steps' (H), 'compactions' (S), 'window' (no longer
+    fits W) or 'truncated' (the env truncated it)."""
+    steps: int
+    """Env steps taken, the answer included."""
+    compactions: int
+    """Compactions (summaries or slides) performed."""
+    tokens: int
+    """Tokens written into its contexts (generated and observed), prompt and rebuilds excluded."""
+    segment_rows: tuple[int, int]
+    """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
+    segment_optimised: tuple[int, ...]
+    """Optimised tokens of each of its segments, in order (the SegmentBatch's counts)."""
+    context_lengths: IntArray
+    """Working context (conditioning + generated tokens) at every generation, in order."""
+    step_context: IntArray
+    """Context length right after each env step (before any compaction)."""
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """The harness's output: the credit layer's SegmentBatch plus the token arrays training needs."""
+
+    batch: SegmentBatch
+    segments: list[SegmentTokens]
+    """Aligned with the rows of ``batch``."""
+    rollouts: list[RolloutRecord]
+    config: HarnessConfig
+    v_sum_version: str
+    env_seconds: float
+    agent_seconds: float
+    total_seconds: float
+
+    @property
+    def harness_seconds(self) -> float:
+        return self.total_seconds - self.env_seconds - self.agent_seconds
+
+    def padded(self) -> dict[str, NDArray[Any]]:
+        """Segments as right-padded (S, T_max) arrays: tokens, attention_mask, optimised_mask, phase,
+        logprobs. Batch-first; masks are 1 where the entry counts."""
+        width = max(s.tokens.size for s in self.segments)
+        n = len(self.segments)
+        out: dict[str, NDArray[Any]] = {
+            "tokens": np.full((n, width), vocab.PAD, dtype=np.int64),
+            "attention_mask": np.zeros((n, width), dtype=np.bool_),
+            "optimised_mask": np.zeros((n, width), dtype=np.bool_),
+            "phase": np.zeros((n, width), dtype=np.int8),
+            "logprobs": np.full((n, width), np.nan),
+        }
+        for r, s in enumerate(self.segments):
+            t = s.tokens.size
+            out["tokens"][r, :t] = s.tokens
+            out["attention_mask"][r, :t] = True
+            out["optimised_mask"][r, :t] = s.optimised
+            out["phase"][r, :t] = s.phase
+            out["logprobs"][r, :t] = s.logprobs
+        return out
+
+
+class _Rollout:
+    """Mutable per-env state of one rollout while the loop runs."""
+
+    __slots__ = ("active", "answer_due", "appended", "blocked", "compactions", "ctx", "ctx_lengths", "finished",
+                 "logp", "opt", "overlong", "phase", "prompt_len", "reward", "seg_steps", "segments",
+                 "step_context", "step_starts", "steps", "values")
+
+    def __init__(self, prompt: list[int]) -> None:
+        self.ctx: list[int] = []
+        self.phase: list[int] = []
+        self.opt: list[bool] = []
+        self.logp: list[float] = []
+        self.values: list[float] = []
+        self.step_starts: list[int] = []
+        self.segments: list[SegmentTokens] = []
+        self.ctx_lengths: list[int] = []
+        self.step_context: list[int] = []
+        self.prompt_len = len(prompt)
+        self.active = True
+        self.answer_due = False
+        self.blocked = False
+        self.finished = False
+        self.overlong = ""
+        self.reward = 0.0
+        self.steps = 0
+        self.compactions = 0
+        self.seg_steps = 0
+        self.appended = 0
+        self.start_segment(prompt)
+
+    def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:
+        self.ctx = list(tokens)
+        n = len(tokens)
+        self.phase, self.opt = [0] * n, [False] * n
+        self.logp, self.values = [np.nan] * n, [np.nan] * n
+        self.step_starts = step_starts or []
+        self.seg_steps = 0
+
+    def append(self, tokens: list[int] | tuple[int, ...], phase: int = 0, optimised: bool = False,
+               logp: Any = None, values: Any = None) -> None:
+        k = len(tokens)
+        self.appended += k
+        self.ctx.extend(int(t) for t in tokens)
+        self.phase.extend([phase] * k)
+        self.opt.extend([optimised] * k)
+        self.logp.extend([np.nan] * k if logp is None else [float(x) for x in logp])
+        self.values.extend([np.nan] * k if values is None else [float(x) for x in values])
+
+    def truncate(self, n: int) -> None:
+        for seq in (self.ctx, self.phase, self.opt, self.logp, self.values):
+            del seq[n:]
+
+    def close_segment(self) -> None:
+        self.segments.append(SegmentTokens(
+            tokens=np.asarray(self.ctx, dtype=np.int64), optimised=np.asarray(self.opt, dtype=np.bool_),
+            phase=np.asarray(self.phase, dtype=np.int8), logprobs=np.asarray(self.logp),
+            values=np.asarray(self.values)))
+
+    def end(self, reason: str = "", reward: float = 0.0) -> None:
+        self.active = False
+        self.finished = reason == ""
+        self.overlong = reason
+        self.reward = reward if self.finished else 0.0
+        self.close_segment()
+
+    def steps_in_context(self) -> list[list[int]]:
+        bounds = [*self.step_starts, len(self.ctx)]
+        return [self.ctx[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _protocol_metadata(env: Any) -> dict[str, Any]:
+    meta = dict(getattr(env, "metadata", {}) or {})
+    if "act_tokens" not in meta and hasattr(env, "envs"):  # SyncVectorEnv over a user's single env
+        meta = {**getattr(env.envs[0].unwrapped, "metadata", {}), **meta}
+    return meta
+
+
+def _strip(obs: IntArray) -> list[int]:
+    return [int(t) for t in obs[obs != vocab.PAD]]
+
+
+@dataclass
+class _Clock:
+    env: float = 0.0
+    agent: float = 0.0
+    calls: list[tuple[str, int]] = field(default_factory=list)
+
+
+def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = None, *, seed: int = 0,
+                 group_size: int = 1, summariser: Agent | None = None, quality: float = 0.7,
+                 progress: Callable[[int], None] | None = None) -> RolloutBatch:
+    """Run one rollout in every env of ``env`` (a Gymnasium vector env) and return the batch.
+
+    Args:
+        env: a vector env following the token protocol (``gymnasium.make_vec`` of any task).
+        agent: an ``Agent`` or a registered agent name.
+        config: harness settings (default ``HarnessConfig()``).
+        seed: env i is reset with seed ``seed + i // group_size``, so each group of ``group_size``
+            consecutive envs plays the same instance (a GRPO group).
+        group_size: G, rollouts per prompt; ``num_envs`` must be a multiple of it.
+        summariser: a separate frozen summariser agent; overrides ``config.summariser``.
+        quality: q for reference agents built by name.
+        progress: called with the number of rollouts that just ended.
+    """
+    cfg = config if config is not None else HarnessConfig()
+    trig: Trigger = TRIGGERS.get(cfg.trigger)
+    n = int(env.num_envs)
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
+        raise ValueError(f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides "
+                         f"num_envs={n}")
+    who = agent if isinstance(agent, str) else type(agent).__name__
+    actor = make_agent(agent, env, seed=seed, quality=quality) if isinstance(agent, str) else agent
+    writer: Agent | None
+    if summariser is not None:
+        writer = summariser
+    elif cfg.summariser == "self":
+        writer = actor
+    elif cfg.summariser == "none":
+        writer = None
+    else:
+        writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
+    writer_is_actor = writer is actor
+
+    vocab_size = int(env.single_action_space.n)
+    meta = _protocol_metadata(env)
+    content = np.zeros(vocab_size, dtype=np.bool_)
+    content[vocab.FIRST_CONTENT:] = True
+    allowed_act = np.zeros(vocab_size, dtype=np.bool_)
+    allowed_act[np.asarray(meta.get("act_tokens", np.flatnonzero(content)))] = True
+    allowed_compact = allowed_act.copy()
+    if trig.agent_compacts:
+        allowed_compact[vocab.COMPACT] = True
+    allowed_answer = np.zeros(vocab_size, dtype=np.bool_)
+    allowed_answer[np.asarray(meta.get("answer_tokens", np.flatnonzero(content)))] = True
+    allowed_summary = content.copy()
+    allowed_summary[vocab.PAD] = True
+
+    t_start = time.perf_counter()
+    clock = _Clock()
+    obs, _ = env.reset(seed=[seed + i // group_size for i in range(n)])
+    width = int(np.asarray(obs).shape[1])
+    prompt_tokens = int(meta.get("prompt_tokens", width))
+    cfg.check_fits(prompt_tokens, ACTION_TURN + 1 + int(meta.get("step_obs_tokens", width)))
+    rolls = [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
+    v_sum = list(cfg.v_sum_tokens)
+    m = cfg.summary_tokens
+
+    def ask(phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray,
+            who_agent: Agent, name: str) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
+        req = Request(phase=phase, contexts=[np.asarray(c, dtype=np.int64) for c in contexts], num_tokens=num,
+                      allowed=allowed, env_ids=np.asarray(ids, dtype=np.int64), window=cfg.window, env=env)
+        t0 = time.perf_counter()
+        gen = who_agent.generate(req)
+        clock.agent += time.perf_counter() - t0
+        toks = check_generation(gen, req, name)
+        lp = None if gen.logprobs is None else np.asarray(gen.logprobs, dtype=np.float64)
+        vals = None if gen.values is None else np.asarray(gen.values, dtype=np.float64)
+        return toks, lp, vals
+
+    def finish(i: int, reason: str, reward: float = 0.0) -> None:
+        rolls[i].end(reason, reward)
+        if progress is not None:
+            progress(1)
+
+    def compact(ids: list[int], discard: bool) -> None:
+        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide."""
+        held: dict[int, list[int]] = {}
+        summarise: list[int] = []
+        for i in ids:
+            ro = rolls[i]
+            if trig.kind == "summary" and ro.compactions >= cfg.max_compactions:
+                finish(i, "compactions")  # S caps summaries; the sliding baseline has no cap
+                continue
+            if discard and ro.step_starts:
+                # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
+                held[i] = ro.ctx[ro.step_starts[-1]:]
+                ro.truncate(ro.step_starts.pop())
+            if trig.kind == "summary" and writer is not None:
+                if len(ro.ctx) + len(v_sum) + m > cfg.window:
+                    finish(i, "window")  # the summary itself would not fit: SUPO's truncated summary
+                    continue
+                summarise.append(i)
+        summaries: dict[int, tuple[list[int], Any, Any]] = {}
+        if summarise and writer is not None:
+            toks, lp, vals = ask(Phase.SUMMARY, summarise, [rolls[i].ctx + v_sum for i in summarise], m,
+                                 allowed_summary, writer, "summariser")
+            for r, i in enumerate(summarise):
+                own = writer_is_actor
+                summaries[i] = (toks[r].tolist(), lp[r] if (own and lp is not None) else None,
+                                vals[r] if (own and vals is not None) else None)
+        for i in ids:
+            ro = rolls[i]
+            if not ro.active:
+                continue
+            steps = ro.steps_in_context()
+            if i in held:
+                steps.append(held[i])
+            head = ro.ctx[: ro.prompt_len]
+            if trig.kind == "slide":
+                ro.close_segment()
+                keep = steps
+                while keep and ro.prompt_len + sum(map(len, keep)) > trig.limit(cfg):
+                    keep = keep[1:]
+            else:
+                if i in summaries:
+                    s, lp, vals = summaries[i]
+                    ro.append(v_sum)
+                    ro.append(s, Phase.SUMMARY, writer_is_actor, lp, vals)
+                    ro.ctx_lengths.append(len(ro.ctx))
+                    head = head + [vocab.SUMMARY, *s]
+                ro.close_segment()
+                keep = steps[len(steps) - cfg.tail_steps:] if cfg.tail_steps else []
+                while keep and len(head) + sum(map(len, keep)) > trig.limit(cfg):
+                    keep = keep[1:]  # CompactionRL: shrink k until the tail fits
+            starts, pos = [], len(head)
+            for st in keep:
+                starts.append(pos)
+                pos += len(st)
+            ro.start_segment(head + [t for st in keep for t in st], starts)
+            ro.compactions += 1
+            ro.blocked = True
+            if len(ro.ctx) > cfg.window:
+                finish(i, "window")
+
+    actions = np.zeros(n, dtype=np.int64)
+    while any(ro.active for ro in rolls):
+        # ---- act / answer phase (a COMPACT under the policy trigger compacts, then asks again)
+        pending = [i for i, ro in enumerate(rolls) if ro.active]
+        acted: list[int] = []
+        while pending:
+            to_compact: list[int] = []
+            for phase in (Phase.ACT, Phase.ANSWER):
+                ids = [i for i in pending if rolls[i].answer_due == (phase == Phase.ANSWER)]
+                fit = []
+                for i in ids:
+                    if len(rolls[i].ctx) + ACTION_TURN > cfg.window:
+                        finish(i, "window")
+                    else:
+                        fit.append(i)
+                if not fit:
+                    continue
+                marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
+                if phase == Phase.ANSWER:
+                    allowed = allowed_answer
+                    groups = [fit]
+                else:
+                    groups = [[i for i in fit if rolls[i].blocked], [i for i in fit if not rolls[i].blocked]]
+                for g, grp in enumerate(groups):
+                    if not grp:
+                        continue
+                    if phase == Phase.ACT:
+                        allowed = allowed_act if g == 0 else allowed_compact
+                    toks, lp, vals = ask(phase, grp, [rolls[i].ctx + [marker] for i in grp], 1, allowed, actor,
+                                         who)
+                    for r, i in enumerate(grp):
+                        ro = rolls[i]
+                        tok = int(toks[r, 0])
+                        start = len(ro.ctx)
+                        ro.append([marker])
+                        ro.append([tok], phase, True, None if lp is None else lp[r],
+                                  None if vals is None else vals[r])
+                        ro.ctx_lengths.append(len(ro.ctx))
+                        if tok == vocab.COMPACT and phase == Phase.ACT:
+                            to_compact.append(i)
+                        else:
+                            ro.step_starts.append(start)
+                            actions[i] = tok
+                            acted.append(i)
+            if to_compact:
+                compact(to_compact, discard=False)
+            pending = [i for i in to_compact if rolls[i].active]
+
+        # ---- env step (finished envs are stepped too; their results are ignored)
+        t0 = time.perf_counter()
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        clock.env += time.perf_counter() - t0
+        obs = np.asarray(obs)
+        fire: list[int] = []
+        for i in acted:
+            ro = rolls[i]
+            if not ro.active:
+                continue
+            ro.steps += 1
+            ro.seg_steps += 1
+            ro.blocked = False
+            if terminated[i]:
+                finish(i, "", float(reward[i]))
+                continue
+            o = _strip(obs[i])
+            ro.append([vocab.OBS, *o])
+            ro.step_context.append(len(ro.ctx))
+            ro.answer_due = bool(o) and o[-1] == vocab.QUERY
+            if truncated[i]:
+                finish(i, "truncated")
+            elif ro.steps >= cfg.max_steps:
+                finish(i, "steps")
+            elif trig.kind != "never" and (trig.length_based or not ro.answer_due) and \
+                    trig.fires(len(ro.ctx), ro.seg_steps, cfg):
+                fire.append(i)
+            elif len(ro.ctx) > cfg.window:
+                finish(i, "window")
+        if fire:
+            compact(fire, discard=cfg.discard and trig.length_based and trig.kind == "summary")
+        actions[:] = 0
+
+    total = time.perf_counter() - t_start
+    return _assemble(rolls, cfg, seed, group_size, clock, total)
+
+
+def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: int, clock: _Clock,
+              total: float) -> RolloutBatch:
+    segments: list[SegmentTokens] = []
+    records: list[RolloutRecord] = []
+    counts: list[list[int]] = []
+    values: list[list[FloatArray]] = []
+    has_values = all(np.isfinite(s.values[s.optimised]).all() for ro in rolls for s in ro.segments) and any(
+        s.num_optimised for ro in rolls for s in ro.segments)
+    for ro in rolls:
+        kept = [s for s in ro.segments if s.num_optimised > 0]  # e.g. a segment cut short by the window
+        if not kept:
+            raise RuntimeError("a rollout produced no agent tokens; the window check should have caught it")
+        start = len(segments)
+        segments.extend(kept)
+        counts.append([s.num_optimised for s in kept])
+        values.append([s.values[s.optimised] for s in kept])
+        records.append(RolloutRecord(
+            reward=ro.reward, finished=ro.finished, overlong=ro.overlong, steps=ro.steps,
+            compactions=ro.compactions, tokens=ro.appended, segment_rows=(start, len(segments)),
+            segment_optimised=tuple(counts[-1]), context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
+            step_context=np.asarray(ro.step_context, dtype=np.int64)))
+    batch = SegmentBatch.from_rollouts(
+        counts, [r.reward for r in records], groups=[i // group_size for i in range(len(rolls))],
+        values=values if has_values else None, finished=[r.finished for r in records])
+    return RolloutBatch(batch=batch, segments=segments, rollouts=records, config=cfg, v_sum_version=cfg.v_sum,
+                        env_seconds=clock.env, agent_seconds=clock.agent, total_seconds=total)

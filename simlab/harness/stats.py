@@ -1,0 +1,114 @@
+"""Calibration statistics of a ``RolloutBatch``: what ``simlab inspect`` prints."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from simlab.harness.loop import RolloutBatch
+
+
+def corr(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation; NaN when either side is constant."""
+    if x.size < 2 or x.std() == 0 or y.std() == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
+    """Success, segment counts, compaction and overlong rates, corr(segments, reward), working context,
+    effective horizon and throughput over one or more batches run with the same config."""
+    recs = [r for b in batches for r in b.rollouts]
+    cfg = batches[0].config
+    reward = np.array([r.reward for r in recs])
+    segs = np.array([r.compactions + 1 for r in recs])
+    finished = np.array([r.finished for r in recs])
+    ctx = np.concatenate([r.context_lengths for r in recs])
+    seconds = sum(b.total_seconds for b in batches)
+    env_s = sum(b.env_seconds for b in batches)
+    agent_s = sum(b.agent_seconds for b in batches)
+    tokens = sum(r.tokens for r in recs)
+    n = len(recs)
+    return {
+        "rollouts": n,
+        "success_rate": float(reward.mean()),
+        "success_se": float(reward.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+        "segments_distribution": {int(k): int(v) for k, v in sorted(Counter(segs.tolist()).items())},
+        "mean_segments": float(segs.mean()),
+        "compaction_rate": float((segs > 1).mean()),
+        "mean_compactions": float((segs - 1).mean()),
+        "overlong_rate": float((~finished).mean()),
+        "overlong_reasons": dict(Counter(r.overlong for r in recs if not r.finished)),
+        "corr_segments_reward": corr(segs.astype(float), reward),
+        "working_context_mean": float(ctx.mean()),
+        "working_context_max": int(ctx.max()),
+        "window": cfg.window,
+        "threshold": cfg.threshold,
+        "effective_horizon": cfg.effective_horizon,
+        "mean_steps": float(np.mean([r.steps for r in recs])),
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else math.nan,
+        "rollouts_per_s": n / seconds if seconds > 0 else math.nan,
+        "time_share": {"env": env_s / seconds, "agent": agent_s / seconds,
+                       "harness": (seconds - env_s - agent_s) / seconds} if seconds > 0 else {},
+        "v_sum": batches[0].v_sum_version,
+    }
+
+
+def format_stats(stats: dict[str, Any], title: str) -> str:
+    """A short human-readable report."""
+    dist = ", ".join(f"{k}:{v}" for k, v in stats["segments_distribution"].items())
+    share = stats["time_share"]
+    lines = [
+        title,
+        f"  success          {stats['success_rate']:.3f} ± {stats['success_se']:.3f}  ({stats['rollouts']} rollouts)",
+        f"  segments         mean {stats['mean_segments']:.2f}  distribution {{{dist}}}",
+        f"  compaction rate  {stats['compaction_rate']:.3f}  (mean {stats['mean_compactions']:.2f} per rollout)",
+        f"  overlong rate    {stats['overlong_rate']:.3f}  {stats['overlong_reasons'] or ''}",
+        f"  corr(segments, reward)  {stats['corr_segments_reward']:+.3f}",
+        f"  working context  mean {stats['working_context_mean']:.1f}  max {stats['working_context_max']}"
+        f"  (W={stats['window']}, L={stats['threshold']})",
+        f"  effective horizon  L x (S+1) = {stats['effective_horizon']} tokens; mean steps {stats['mean_steps']:.1f}",
+        f"  throughput       {stats['tokens_per_s']:,.0f} tokens/s, {stats['rollouts_per_s']:,.1f} rollouts/s"
+        + (f"  (env {share['env']:.0%}, agent {share['agent']:.0%}, harness {share['harness']:.0%})" if share else ""),
+    ]
+    return "\n".join(lines)
+
+
+def inspect_preset(preset: str, agent: str = "scripted", *, episodes: int = 512, batch: int = 256, seed: int = 0,
+                   quality: float = 0.7, harness: dict[str, Any] | None = None, task: dict[str, Any] | None = None,
+                   progress: Any = None) -> dict[str, Any]:
+    """Run ``episodes`` rollouts of a preset under a reference agent and a harness setting.
+
+    ``harness`` and ``task`` override the preset's fields. Batches of ``batch`` envs run one after
+    another with disjoint seeds.
+    """
+    import gymnasium
+
+    import tasks  # noqa: F401  (registers the envs)
+    from simlab.harness.agents import AGENTS
+    from simlab.harness.config import HarnessConfig
+    from simlab.harness.loop import run_rollouts
+    from tasks.config import check_int
+    from tasks.presets import get_preset
+
+    p = get_preset(preset)
+    AGENTS.canonical(agent)
+    check_int("episodes", episodes, 1)
+    check_int("batch", batch, 1)
+    cfg = HarnessConfig(**{**p.harness, **(harness or {})})
+    task_cfg = p.task.replace(**(task or {}))
+    batches = []
+    done = 0
+    while done < episodes:
+        n = min(batch, episodes - done)
+        env = gymnasium.make_vec(p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=task_cfg)
+        batches.append(run_rollouts(env, agent, cfg, seed=seed + done, quality=quality, progress=progress))
+        env.close()
+        done += n
+    out = rollout_stats(batches)
+    out.update(task=preset, agent=agent, trigger=cfg.trigger, quality=quality)
+    return out

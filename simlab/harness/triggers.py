@@ -1,0 +1,63 @@
+"""Compaction triggers, registered by name: when a rollout's context is compacted, and how.
+
+A trigger is checked after every atomic step. ``kind`` says what firing does: ``summary`` closes the
+segment with a summary, ``slide`` drops the oldest steps without one, ``never`` keeps the full history
+until it no longer fits the window. ``limit`` is the size the next segment's context must fit in; the
+verbatim tail is shrunk to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from simlab.registry import Registry
+
+if TYPE_CHECKING:
+    from simlab.harness.config import HarnessConfig
+
+
+@dataclass(frozen=True)
+class Trigger:
+    name: str
+    kind: Literal["summary", "slide", "never"]
+    fires: Callable[[int, int, HarnessConfig], bool]
+    """(context length, steps in this segment, config) -> compact now?"""
+    limit: Callable[[HarnessConfig], int]
+    """The context size the next segment starts within."""
+    length_based: bool = True
+    """Fires on context length (the discard rule applies) rather than on a step count."""
+    agent_compacts: bool = False
+    """The agent may emit COMPACT itself."""
+
+
+TRIGGERS: Registry[Trigger] = Registry("trigger")
+
+
+def _add(trigger: Trigger) -> None:
+    TRIGGERS.add(trigger.name, trigger)
+
+
+def _over_threshold(n: int, steps: int, cfg: HarnessConfig) -> bool:
+    return n > cfg.threshold
+
+
+def _threshold(cfg: HarnessConfig) -> int:
+    return cfg.threshold
+
+
+def _window(cfg: HarnessConfig) -> int:
+    return cfg.window
+
+
+_add(Trigger("threshold", "summary", _over_threshold, _threshold))  # SUPO: context would pass L
+_add(Trigger("budget", "summary", lambda n, s, cfg: cfg.window - n < cfg.t_comp,
+             lambda cfg: cfg.window - cfg.t_comp))  # CompactionRL: remaining budget below T_comp
+_add(Trigger("policy", "summary", _over_threshold, _threshold, agent_compacts=True))  # AutoCompact, L fallback
+_add(Trigger("none", "never", lambda n, s, cfg: False, _window))  # ReAct: full history
+_add(Trigger("sliding", "slide", _over_threshold, _threshold))  # truncation baseline
+_add(Trigger("chunked", "summary", lambda n, s, cfg: s >= cfg.chunk_steps, _window,
+             length_based=False))  # MemAgent: overwrite memory every chunk
+_add(Trigger("every_step", "summary", lambda n, s, cfg: s >= 1, _window,
+             length_based=False))  # MEM1: constant-size state rewritten every step

@@ -1,0 +1,456 @@
+"""The trainer: base model (behaviour cloning), RL by every recipe, evaluation, checkpoints.
+
+Data flow per RL step: task (vector env) -> harness (``run_rollouts`` with a :class:`PolicyAgent`) ->
+SegmentBatch -> credit (``advantages``, ``loss_weights``, ``value_targets``) -> update (clipped loss,
+critic) -> metrics (a :class:`MetricSink`). Every advantage and loss weight comes from the credit layer;
+this module only moves tensors between it and the model.
+
+The loss of one update is ``(w * per_token_loss).sum()`` over the whole rollout batch, exactly as the
+normaliser defines it; mini-batches (padded with dummy zero-weight segments) only bound memory, their
+gradients are accumulated into one optimiser step per epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from torch import Tensor
+
+import tasks  # noqa: F401  (registers the simlab/ envs)
+from simlab import credit
+from simlab.config import RunConfig
+from simlab.credit import SegmentBatch
+from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
+from simlab.harness.phases import phase_table
+from simlab.policy.agent import PolicyAgent
+from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
+from simlab.policy.decode import score_tokens
+from simlab.policy.device import default_device
+from simlab.policy.model import Policy, critic_from
+from simlab.sinks import MetricSink
+from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
+
+
+def device_of(cfg: RunConfig) -> torch.device:
+    if cfg.device == "auto":
+        return default_device()
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("`device='cuda'` is invalid on this machine (no CUDA device); choose 'auto' or 'cpu'")
+    return torch.device(cfg.device)
+
+
+def make_env(cfg: RunConfig, num_envs: int) -> Any:
+    return gymnasium.make_vec(cfg.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+                              config=cfg.task)
+
+
+def checkpoint_meta(cfg: RunConfig, harness: HarnessConfig | None = None) -> dict[str, Any]:
+    """What a checkpoint must remember: the summarisation instruction's version and the trigger settings."""
+    h = harness or cfg.harness
+    return {"v_sum": h.v_sum, "trigger": h.trigger, "frac": h.frac, "t_comp": h.t_comp, "window": h.window,
+            "summary_tokens": h.summary_tokens, "preset": cfg.preset}
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+@dataclass
+class TokenBatch:
+    """A rollout batch as right-padded (S, T) tensors aligned with the harness's segment rows."""
+
+    tokens: Tensor
+    optimised: Tensor
+    phase: Tensor
+
+    @classmethod
+    def from_rollouts(cls, rb: RolloutBatch, device: torch.device) -> TokenBatch:
+        arrays = rb.padded()
+        return cls(
+            tokens=torch.from_numpy(arrays["tokens"]).to(device),
+            optimised=torch.from_numpy(arrays["optimised_mask"]).to(device),
+            phase=torch.from_numpy(arrays["phase"].astype(np.int64)).to(device),
+        )
+
+    def pad_rows(self, rows: int) -> TokenBatch:
+        """Append dummy rows (one PAD token, nothing optimised) up to ``rows`` rows."""
+        extra = rows - self.tokens.shape[0]
+        if extra <= 0:
+            return self
+        T = self.tokens.shape[1]
+        z = torch.zeros(extra, T, dtype=self.tokens.dtype, device=self.tokens.device)
+        return TokenBatch(torch.cat([self.tokens, z]), torch.cat([self.optimised, z.bool()]),
+                          torch.cat([self.phase, z]))
+
+    def rows(self, idx: Tensor) -> TokenBatch:
+        return TokenBatch(self.tokens[idx], self.optimised[idx], self.phase[idx])
+
+
+def to_token_grid(grid: np.ndarray, batch: SegmentBatch, tb: TokenBatch) -> Tensor:
+    """Credit-layer (S, max_optimised) values -> (S, T) at each segment's optimised token positions.
+
+    Both sides list a row's optimised tokens in generation order, so row-major boolean indexing pairs
+    the k-th optimised token of a row with column k of the credit grid.
+    """
+    out = torch.zeros(tb.tokens.shape, dtype=torch.float32, device=tb.tokens.device)
+    real = torch.from_numpy(grid[batch.token_mask]).to(out.device, torch.float32)
+    rows = batch.num_segments
+    out[:rows][tb.optimised[:rows]] = real
+    return out
+
+
+def score(policy: Policy, tb: TokenBatch, table: Tensor, temperature: float) -> Any:
+    allowed = table[tb.phase]  # (S, T, V)
+    return score_tokens(policy, tb.tokens, allowed, tb.optimised, temperature=temperature)
+
+
+def minibatches(num_rows: int, size: int, generator: torch.Generator) -> Iterator[Tensor]:
+    order = torch.randperm(num_rows, generator=generator)
+    for start in range(0, num_rows, size):
+        yield order[start : start + size]
+
+
+def check_finite(name: str, value: Tensor, step: int) -> None:
+    if not bool(torch.isfinite(value).all()):
+        raise TrainingDiverged(f"{name} is {float(value)} at step {step}; stopping before the optimiser step")
+
+
+# ---------------------------------------------------------------------------------------------- rollouts
+def collect(
+    cfg: RunConfig,
+    policy: Policy | None,
+    *,
+    harness: HarnessConfig,
+    prompts: int,
+    group_size: int,
+    seed: int,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+    teacher: str | None = None,
+) -> tuple[RolloutBatch, Any, int]:
+    """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
+
+    Returns the batch, the env (for its phase masks) and the tokens the policy's trunk processed.
+    """
+    n = prompts * group_size
+    env = make_env(cfg, n)
+    frozen = None
+    if harness.summariser not in ("self", "none"):
+        frozen = make_agent(harness.summariser, env, seed=seed + 7, quality=cfg.base.quality)
+    if teacher is not None:
+        rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,
+                          quality=cfg.base.quality)
+        return rb, env, 0
+    assert policy is not None
+    policy.eval()
+    agent = PolicyAgent(policy, n, temperature=cfg.train.temperature, greedy=greedy, generator=generator)
+    rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen)
+    return rb, env, agent.prefilled_tokens
+
+
+def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
+    rewards = np.array([r.reward for r in rb.rollouts])
+    finished = np.array([r.finished for r in rb.rollouts])
+    segments = rb.batch.segments_per_rollout
+    compacted = segments > 1
+    out = {
+        f"{prefix}/success": float(np.mean(rewards >= 1.0)),
+        f"{prefix}/return": float(rewards.mean()),
+        f"{prefix}/overlong_rate": float(1.0 - finished.mean()),
+        f"{prefix}/segments_mean": float(segments.mean()),
+        f"{prefix}/compaction_rate": float(compacted.mean()),
+    }
+    out[f"{prefix}/summarised_success"] = float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan
+    return out
+
+
+def evaluate(cfg: RunConfig, policy: Policy) -> dict[str, float]:
+    """Held-out success in both configurations: compacted (the run's harness) and single-window."""
+    out: dict[str, float] = {}
+    configs = [("eval/compacted", cfg.harness)]
+    if cfg.eval.single_window:
+        configs.append(("eval/single_window", cfg.harness.replace(trigger="none")))
+    gen = torch.Generator(device=policy.device).manual_seed(cfg.eval.seed)
+    for prefix, harness in configs:
+        rb, _, _ = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
+                           seed=cfg.eval.seed, generator=gen)
+        out.update(rollout_metrics(rb, prefix))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- base model
+def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None, progress: Any = None) -> None:
+    """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
+    harness = base_harness(cfg)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
+    rng = np.random.default_rng(cfg.seed + 12345)
+    for step in range(cfg.base.steps):
+        rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1,
+                             seed=int(rng.integers(0, cfg.eval.seed - cfg.base.episodes)), teacher=cfg.base.teacher)
+        table = torch.from_numpy(phase_table(env, harness.trigger)).to(policy.device)
+        tb = TokenBatch.from_rollouts(rb, policy.device)
+        policy.train()
+        scores = score(policy, tb, table, 1.0)
+        count = tb.optimised.sum().clamp_min(1)
+        loss = -(scores.logprobs.sum()) / count
+        check_finite("behaviour-cloning loss", loss, step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        if sink is not None:
+            sink.log_metrics({"base/loss": float(loss), **rollout_metrics(rb, "base/teacher")}, step=step)
+        if progress is not None:
+            progress(1)
+
+
+def base_harness(cfg: RunConfig) -> HarnessConfig:
+    """Where demonstrations are collected: the preset's harness with the run's context geometry.
+
+    The geometry (window, summary length, caps, v_sum) must match the run, since the policy's context
+    and summary sizes follow it; the trigger is ``policy`` so the teacher also demonstrates when to emit
+    COMPACT. Recipes that differ only in trigger, tail, discard or threshold share one base model.
+    """
+    return HarnessConfig().replace(**cfg.base_harness_settings())
+
+
+def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None, progress: Any = None) -> Path:
+    """The cached base checkpoint for ``cfg`` (built once per task preset and base config)."""
+    path = Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+    if cfg.base.cache and path.exists():
+        return path
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if cfg.base.cache and path.exists():  # another worker built it while we waited
+            return path
+        torch.manual_seed(cfg.seed)
+        policy = Policy(replace(cfg.policy, value_head=False)).to(device_of(cfg))
+        behaviour_clone(cfg, policy, sink, progress)
+        save_checkpoint(path, policy, meta=checkpoint_meta(cfg))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- RL
+@dataclass
+class StepResult:
+    metrics: dict[str, float]
+
+
+class Trainer:
+    """RL from the base checkpoint with the run's recipe."""
+
+    def __init__(self, cfg: RunConfig, policy: Policy) -> None:
+        self.cfg = cfg
+        self.policy = policy
+        self.device = policy.device
+        t = cfg.train
+        self.opt = torch.optim.Adam(policy.parameters(), lr=t.lr)
+        self.critic: Policy | None = None
+        self.critic_opt: torch.optim.Optimizer | None = None
+        if t.critic == "separate":
+            self.critic = critic_from(policy)  # CompactionRL: critic initialised from the policy checkpoint
+            self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=t.lr * t.critic_lr_scale)
+        elif t.critic == "head":
+            self.critic = policy
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+
+    # ------------------------------------------------------------------ one step
+    def rollout(self) -> tuple[RolloutBatch, Any, int]:
+        t = self.cfg.train
+        seed = int(self.rng.integers(0, self.cfg.eval.seed - t.prompts))
+        return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
+                       group_size=t.group_size, seed=seed, generator=self.gen)
+
+    def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
+        if self.critic is None:
+            return None
+        self.critic.eval()
+        with torch.no_grad():
+            return score(self.critic, tb, table, self.cfg.train.temperature).values
+
+    def credit(self, rb: RolloutBatch, tb: TokenBatch, values: Tensor | None) -> tuple[SegmentBatch, dict[str, Any]]:
+        """Advantages, loss weights and value targets from the credit layer, on the token grid."""
+        t = self.cfg.train
+        batch = rb.batch
+        if values is not None:
+            per_seg = values.cpu().numpy()
+            opt = tb.optimised.cpu().numpy()
+            grouped: list[list[np.ndarray]] = []
+            for rec in rb.rollouts:
+                a, b = rec.segment_rows
+                grouped.append([per_seg[s][opt[s]] for s in range(a, b)])
+            batch = SegmentBatch.from_rollouts(
+                [list(r.segment_optimised) for r in rb.rollouts], batch.rewards.tolist(),
+                groups=batch.groups.tolist(), values=grouped, finished=batch.finished.tolist())
+        est = credit.estimate(batch, t.estimator, **t.estimator_options())
+        adv = est.advantages
+        if t.whiten:
+            adv = credit.whiten(adv, batch.token_mask)
+        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask)
+        grids = {"advantages": to_token_grid(adv, batch, tb), "weights": to_token_grid(weights, batch, tb)}
+        if est.value_targets is not None:
+            grids["targets"] = to_token_grid(est.value_targets, batch, tb)
+            # the critic regresses on every optimised token, token-averaged, masked or not
+            grids["value_weights"] = to_token_grid(credit.loss_weights(batch, "token"), batch, tb)
+        return batch, grids
+
+    def update_policy(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        t = self.cfg.train
+        self.policy.eval()
+        with torch.no_grad():  # old log-probs under the same masks the update uses (as verl recomputes them)
+            old = score(self.policy, tb, table, t.temperature).logprobs
+        rows = tb.tokens.shape[0]
+        stats: dict[str, list[float]] = {"loss": [], "clip_fraction": [], "approx_kl": [], "entropy": [],
+                                         "grad_norm": []}
+        self.policy.train()
+        for _ in range(t.epochs):
+            self.opt.zero_grad(set_to_none=True)
+            total = torch.zeros((), device=self.device)
+            for idx in minibatches(rows, t.minibatch_segments, self.gen):
+                mb = tb.rows(idx)
+                sc = score(self.policy, mb, table, t.temperature)
+                w = grids["weights"][idx]
+                loss, st = clipped_policy_loss(sc.logprobs, old[idx], grids["advantages"][idx], w,
+                                               eps_low=t.eps_low, eps_high=t.eps_high)
+                if t.entropy_coef:
+                    loss = loss - t.entropy_coef * (w * sc.entropy).sum()
+                check_finite("policy loss", loss, step)
+                loss.backward()
+                total = total + loss.detach()
+                stats["clip_fraction"].append(st.clip_fraction)
+                stats["approx_kl"].append(st.approx_kl)
+                stats["entropy"].append(weighted_entropy(sc.entropy.detach(), w))
+            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), t.max_grad_norm)
+            check_finite("policy gradient norm", norm, step)
+            self.opt.step()
+            stats["loss"].append(float(total))
+            stats["grad_norm"].append(float(norm))
+        # mini-batches made only of masked or dummy segments have no weighted entropy
+        finite = {k: [x for x in v if math.isfinite(x)] for k, v in stats.items()}
+        return {f"loss/{k}": float(np.mean(v)) if v else math.nan for k, v in finite.items()}
+
+    def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        assert self.critic is not None
+        t = self.cfg.train
+        opt = self.critic_opt if self.critic_opt is not None else self.opt
+        rows = tb.tokens.shape[0]
+        self.critic.train()
+        last = math.nan
+        for _ in range(t.value_updates):
+            opt.zero_grad(set_to_none=True)
+            total = torch.zeros((), device=self.device)
+            for idx in minibatches(rows, t.minibatch_segments, self.gen):
+                sc = score(self.critic, tb.rows(idx), table, t.temperature)
+                assert sc.values is not None
+                loss = value_loss(sc.values, grids["targets"][idx], grids["value_weights"][idx])
+                check_finite("value loss", loss, step)
+                loss.backward()
+                total = total + loss.detach()
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+            opt.step()
+            last = float(total)
+        return {"loss/value": last}
+
+    def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
+        t = self.cfg.train
+        t0 = time.perf_counter()
+        rb, env, trunk_tokens = self.rollout()
+        t_roll = time.perf_counter() - t0
+        table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)
+        tb = TokenBatch.from_rollouts(rb, self.device)
+        padded_rows = -(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments
+        tb = tb.pad_rows(padded_rows)
+        values = self.critic_values(tb, table)
+        batch, grids = self.credit(rb, tb, values)
+        t1 = time.perf_counter()
+        metrics: dict[str, float] = {}
+        if policy_update:
+            metrics.update(self.update_policy(tb, table, grids, step))
+        if "targets" in grids:
+            metrics.update(self.update_critic(tb, table, grids, step))
+            assert values is not None
+            metrics["loss/explained_variance"] = explained_variance(values, grids["targets"], tb.optimised)
+        t_update = time.perf_counter() - t1
+        metrics.update(rollout_metrics(rb, "train"))
+        metrics.update(self.health(batch))
+        optimised = int(batch.seg_tokens.sum())
+        metrics.update({
+            "perf/rollout_s": t_roll, "perf/update_s": t_update,
+            "perf/env_steps_per_s": sum(r.steps for r in rb.rollouts) / max(t_roll, 1e-9),
+            "perf/rollout_tokens_per_s": trunk_tokens / max(t_roll, 1e-9),
+            "perf/update_tokens_per_s": int(tb.tokens.ne(0).sum()) * (t.epochs + 1) / max(t_update, 1e-9),
+            "perf/optimised_tokens": optimised,
+        })
+        return metrics
+
+    def health(self, batch: SegmentBatch) -> dict[str, float]:
+        t = self.cfg.train
+        lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
+        opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,
+                                           lam=t.lam, **lam_opts)
+        out = {f"health/{k}": v for k, v in credit.health.summary(batch, opts).items()}
+        if batch.values is not None:
+            out.update(credit.health.advantage_error(batch, t.estimator, **t.estimator_options()))
+        return out
+
+
+def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", progress: bool = False,
+          out_dir: Path | None = None) -> dict[str, float]:
+    """Base checkpoint (cached), then ``train.steps`` RL steps with periodic evaluation.
+
+    Returns the final evaluation metrics. Raises :class:`TrainingDiverged` on a non-finite loss; the
+    last good checkpoint is left in place.
+    """
+    from tqdm import tqdm
+
+    from simlab.config import flatten
+
+    torch.manual_seed(cfg.seed)
+    device = device_of(cfg)
+    sink.log_params(flatten(cfg))
+    t = cfg.train
+    base_path = base_checkpoint(cfg, Path(store))
+    torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
+    policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device)
+    if (cfg.train.critic == "head") != (policy.value is not None):
+        policy = _with_value_head(policy, cfg)
+    trainer = Trainer(cfg, policy)
+    bar = tqdm(total=t.value_pretrain_steps + t.steps, desc="train", disable=not progress, leave=False)
+    final: dict[str, float] = {}
+    with contextlib.closing(bar):
+        for step in range(t.value_pretrain_steps):  # critic-only steps (CompactionRL's value pretraining)
+            sink.log_metrics({f"pretrain/{k}": v for k, v in trainer.step(step, policy_update=False).items()},
+                             step=step)
+            bar.update(1)
+        for step in range(t.steps + 1):
+            metrics: dict[str, float] = {}
+            if step % cfg.eval.every == 0 or step == t.steps:
+                final = evaluate(cfg, policy)
+                metrics.update(final)
+            if step < t.steps:
+                metrics.update(trainer.step(step))
+                bar.update(1)
+            sink.log_metrics(metrics, step=step)
+    if out_dir is not None:
+        save_checkpoint(Path(out_dir) / "policy.pt", policy, meta=checkpoint_meta(cfg))
+    return final
+
+
+def _with_value_head(policy: Policy, cfg: RunConfig) -> Policy:
+    """The base checkpoint's trunk with (or without) a value head as the recipe asks."""
+    fresh = Policy(cfg.policy).to(policy.device)
+    missing = fresh.load_state_dict(policy.state_dict(), strict=False)
+    del missing
+    return fresh
+
+
+__all__ = ["Trainer", "TrainingDiverged", "base_checkpoint", "behaviour_clone", "evaluate", "train"]

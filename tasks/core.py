@@ -1,0 +1,194 @@
+"""The pure core every simlab task shares: counter-based randomness, instance arrays, step dynamics.
+
+A task is a generator ``generate(keys, config) -> Instances`` that lays out a whole episode per
+instance as arrays (prompt, every observation, the expected action per step, the answer). ``step``
+is the one dynamics function: the single env calls it with a batch of one, the vector env with all
+of its envs. Randomness is a pure function of (episode key, stream, counter), so instance i of a
+vector env reset with ``seed=s`` is exactly the instance a single env reset with ``seed=s+i`` gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tasks import vocab
+from tasks.config import TaskConfig
+
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+FloatArray = NDArray[np.float64]
+KeyArray = NDArray[np.uint64]
+
+ANY_ACTION = -1
+"""``Instances.expected`` value for a step whose action does not matter."""
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix(x: KeyArray) -> KeyArray:
+    """SplitMix64 finaliser, elementwise (uint64 arithmetic wraps, which is what it wants)."""
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def episode_keys(base_seeds: IntArray, episodes: IntArray) -> KeyArray:
+    """(n,) keys for episode ``episodes[i]`` of the env seeded with ``base_seeds[i]``."""
+    with np.errstate(over="ignore"):
+        b = _splitmix(np.asarray(base_seeds).astype(np.uint64))
+        return _splitmix(b ^ _splitmix(np.asarray(episodes).astype(np.uint64) + np.uint64(1)))
+
+
+def uniform(keys: KeyArray, stream: int, shape: tuple[int, ...]) -> FloatArray:
+    """(n, *shape) floats in [0, 1) from ``keys``; each ``stream`` is an independent draw."""
+    size = int(np.prod(shape)) if shape else 1
+    counter = np.arange(size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 32)
+    with np.errstate(over="ignore"):
+        bits = _splitmix(keys[:, None] ^ _splitmix(counter)[None, :])
+    u = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return u.reshape((keys.size, *shape))
+
+
+def randint(keys: KeyArray, stream: int, shape: tuple[int, ...], low: IntArray | int,
+            high: IntArray | int) -> IntArray:
+    """Integers in ``[low, high)``; ``low``/``high`` broadcast against ``(n, *shape)``."""
+    u = uniform(keys, stream, shape)
+    lo = np.asarray(low)
+    return (lo + np.floor(u * (np.asarray(high) - lo))).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Instances:
+    """A batch of n fully laid-out episodes. H = max horizon, O = observation width."""
+
+    prompt: IntArray
+    """(n, O) the reset observation (task prompt), right-padded with PAD."""
+    obs: IntArray
+    """(n, H, O) observation returned by step t; the one at t = horizon-1 ends with QUERY."""
+    expected: IntArray
+    """(n, H) the action that keeps step t on track, or ANY_ACTION."""
+    answer: IntArray
+    """(n,) the correct answer token."""
+    horizon: IntArray
+    """(n,) steps before the answer is due."""
+    hard: BoolArray
+    """(n,) the decisive information was withheld (solvable only by chance)."""
+    target: IntArray
+    """(n,) a hidden token only the oracle reads (KeyRecall: the key that will be asked)."""
+    slip: BoolArray
+    """(n, H+1) the env replaces the action at step t by ``slip_action`` (noise)."""
+    slip_action: IntArray
+    """(n, H+1) the replacement action."""
+
+
+@dataclass(frozen=True)
+class StepState:
+    """Per-instance progress: the only thing ``step`` changes."""
+
+    t: IntArray
+    """(n,) steps taken in the current episode."""
+    failed: BoolArray
+    """(n,) an action went off track (the episode can no longer be won)."""
+
+
+def initial_state(n: int) -> StepState:
+    return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_))
+
+
+def step(inst: Instances, state: StepState, actions: IntArray
+         ) -> tuple[IntArray, FloatArray, BoolArray, StepState]:
+    """One step of every instance: the single pure dynamics function of all simlab tasks.
+
+    Steps ``t < horizon`` check the action against ``expected`` (a miss is fatal, but the episode runs
+    on so that its length never depends on the outcome) and return observation t. Step ``t = horizon``
+    is the answer: reward 1 if nothing failed and the (possibly slipped) action equals ``answer``, and
+    the episode terminates.
+
+    Returns:
+        obs (n, O), reward (n,), terminated (n,), next state.
+    """
+    n, h, o = inst.obs.shape
+    rows = np.arange(n)
+    t = state.t
+    slip_t = np.minimum(t, h)
+    a = np.where(inst.slip[rows, slip_t], inst.slip_action[rows, slip_t], actions)
+    moving = t < inst.horizon
+    ti = np.minimum(t, h - 1)
+    expected = inst.expected[rows, ti]
+    failed = state.failed | (moving & (expected != ANY_ACTION) & (a != expected))
+    terminated = ~moving
+    reward = (terminated & ~failed & (a == inst.answer)).astype(np.float64)
+    obs = np.where(moving[:, None], inst.obs[rows, ti], vocab.PAD)
+    return obs, reward, terminated, StepState(t=t + 1, failed=failed)
+
+
+def replace_rows(inst: Instances, rows: IntArray, new: Instances) -> None:
+    """Overwrite ``rows`` of ``inst`` in place with ``new`` (the vector env's autoreset)."""
+    for f in Instances.__dataclass_fields__:
+        getattr(inst, f)[rows] = getattr(new, f)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The task-independent part of a batch of episodes, drawn from the common controls."""
+
+    horizon: IntArray
+    """(n,) steps before the query."""
+    hard: BoolArray
+    """(n,) instances whose decisive information will be withheld."""
+    lengths: IntArray
+    """(n, H) observation length of each step (padding and heavy tail included)."""
+    filler: IntArray
+    """(n, H, O) distractor content tokens, PAD beyond each step's length."""
+    slip: BoolArray
+    slip_action: IntArray
+
+
+def obs_width(cfg: TaskConfig, prompt_len: int) -> int:
+    """O: the fixed observation width of a task config (widest step, heavy tail or prompt)."""
+    extra = round(abs(cfg.compaction_reward_corr) * cfg.corr_pad_tokens)
+    return max(cfg.obs_tokens[1] + extra, cfg.tail_tokens if cfg.tail_prob > 0 else 0, prompt_len)
+
+
+def draw_layout(keys: KeyArray, cfg: TaskConfig, width: int) -> Layout:
+    """Horizons, hardness, observation lengths and filler for ``keys`` (streams 0-5 are used here).
+
+    The ``compaction_reward_corr`` knob acts only here: it lengthens every observation of either the
+    easy or the hard instances, so those need more compactions, and nothing else changes.
+    """
+    n = keys.size
+    h = cfg.horizon[1]
+    horizon = randint(keys, 0, (), cfg.horizon[0], cfg.horizon[1] + 1)
+    hard = uniform(keys, 1, ()) < cfg.hard_frac
+    corr = cfg.compaction_reward_corr
+    padded = ~hard if corr > 0 else (hard if corr < 0 else np.zeros(n, dtype=np.bool_))
+    extra = round(abs(corr) * cfg.corr_pad_tokens)
+    lengths = randint(keys, 2, (h,), cfg.obs_tokens[0], cfg.obs_tokens[1] + 1) + padded[:, None] * extra
+    tail = uniform(keys, 3, (h,)) < cfg.tail_prob
+    lengths = np.where(tail, cfg.tail_tokens, lengths)
+    filler = randint(keys, 4, (h, width), vocab.FIRST_CONTENT, cfg.vocab_size)
+    filler[np.arange(width)[None, None, :] >= lengths[:, :, None]] = vocab.PAD
+    slip = uniform(keys, 5, (h + 1,)) < cfg.noise
+    slip_action = randint(keys, 6, (h + 1,), vocab.FIRST_CONTENT, cfg.vocab_size)
+    return Layout(horizon=horizon, hard=hard, lengths=lengths, filler=filler, slip=slip,
+                  slip_action=slip_action)
+
+
+def pad_row(tokens: IntArray, width: int) -> IntArray:
+    """Right-pad (n, k) token rows with PAD to (n, width)."""
+    out = np.full((tokens.shape[0], width), vocab.PAD, dtype=np.int64)
+    out[:, : tokens.shape[1]] = tokens
+    return out
+
+
+def summary_block(ctx: IntArray, start: int) -> IntArray:
+    """The tokens after the SUMMARY marker at ``start``, up to the next harness marker."""
+    rest = ctx[start + 1:]
+    stops = np.flatnonzero((rest == vocab.ACT) | (rest == vocab.ANSWER) | (rest == vocab.VSUM))
+    return rest[: stops[0]] if stops.size else rest

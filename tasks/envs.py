@@ -1,0 +1,256 @@
+"""The Gymnasium classes: one single env and one native vector env, shared by every simlab task.
+
+Both are thin shells over ``tasks.core``: they draw instances with the task's generator and advance
+them with ``core.step``. A ``TaskSpec`` says what differs between tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from tasks import core, keyrecall, pointerchase, vocab
+from tasks.config import KeyRecallConfig, PointerChaseConfig, TaskConfig
+from tasks.core import IntArray
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What one task contributes to the shared env classes."""
+
+    name: str
+    config_cls: type[TaskConfig]
+    generate: Callable[[core.KeyArray, Any], core.Instances]
+    solver_cls: Callable[[Any], Any]
+    act_tokens: Callable[[Any], IntArray]
+    """Tokens a sensible action uses (the harness's ACT-phase mask)."""
+    answer_tokens: Callable[[Any], IntArray]
+    """Tokens an answer can be (the harness's ANSWER-phase mask)."""
+    prompt_len: Callable[[Any], int]
+
+
+KEY_RECALL = TaskSpec(
+    name="KeyRecall",
+    config_cls=KeyRecallConfig,
+    generate=keyrecall.generate,
+    solver_cls=keyrecall.KeyRecallSolver,
+    act_tokens=lambda cfg: np.array([vocab.NEXT]),
+    answer_tokens=lambda cfg: np.arange(*keyrecall.value_tokens(cfg)),
+    prompt_len=lambda cfg: len(keyrecall.prompt_tokens(cfg)),
+)
+
+POINTER_CHASE = TaskSpec(
+    name="PointerChase",
+    config_cls=PointerChaseConfig,
+    generate=pointerchase.generate,
+    solver_cls=pointerchase.PointerChaseSolver,
+    act_tokens=lambda cfg: np.arange(vocab.FIRST_CONTENT, vocab.FIRST_CONTENT + cfg.num_nodes),
+    answer_tokens=lambda cfg: np.arange(vocab.FIRST_CONTENT, vocab.FIRST_CONTENT + cfg.num_nodes),
+    prompt_len=pointerchase.prompt_tokens_len,
+)
+
+
+def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, Any]) -> TaskConfig:
+    cfg = config if config is not None else task.config_cls()
+    if not isinstance(cfg, task.config_cls):
+        raise TypeError(f"config must be a {task.config_cls.__name__}, got {type(cfg).__name__}")
+    cfg = cfg.replace(**overrides) if overrides else cfg
+    cfg.validate()
+    return cfg
+
+
+def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
+    """The protocol metadata the harness reads (see docs/protocol.md)."""
+    return {
+        "render_modes": [],
+        "simlab_task": task.name,
+        "act_tokens": task.act_tokens(cfg),
+        "answer_tokens": task.answer_tokens(cfg),
+        "prompt_tokens": task.prompt_len(cfg),
+        "step_obs_tokens": cfg.obs_tokens[1],
+    }
+
+
+def _fresh_seed() -> int:
+    return int(np.random.SeedSequence().entropy % (1 << 62))  # type: ignore[operator]
+
+
+def _check_actions(actions: Any, vocab_size: int) -> IntArray:
+    a = np.asarray(actions)
+    if not np.issubdtype(a.dtype, np.integer) or a.size == 0 or a.min() < 0 or a.max() >= vocab_size:
+        raise ValueError(f"`action={actions!r}` is invalid; choose an integer in [0, {vocab_size})")
+    return a.astype(np.int64)
+
+
+class TokenTaskEnv(gym.Env[IntArray, int]):
+    """A simlab task as a single Gymnasium env; see the task class docstring for its spec."""
+
+    task: ClassVar[TaskSpec]
+
+    def __init__(self, config: TaskConfig | None = None, render_mode: str | None = None, **overrides: Any):
+        self.config = _configure(self.task, config, overrides)
+        self.render_mode = render_mode
+        self.width = core.obs_width(self.config, self.task.prompt_len(self.config))
+        self.observation_space = spaces.MultiDiscrete(np.full(self.width, self.config.vocab_size), dtype=np.int64)
+        self.action_space = spaces.Discrete(self.config.vocab_size)
+        self.metadata = _metadata(self.task, self.config)
+        self.solver = self.task.solver_cls(self.config)
+        self._base: int | None = None
+        self._episode = 0
+        self.instances: core.Instances | None = None
+        self._state = core.initial_state(1)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[IntArray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._base, self._episode = int(seed), 0
+        elif self._base is None:
+            self._base, self._episode = _fresh_seed(), 0
+        else:
+            self._episode += 1
+        keys = core.episode_keys(np.array([self._base]), np.array([self._episode]))
+        self.instances = self.task.generate(keys, self.config)
+        self._state = core.initial_state(1)
+        return self.instances.prompt[0].copy(), {"hard": bool(self.instances.hard[0])}
+
+    def step(self, action: int) -> tuple[IntArray, float, bool, bool, dict[str, Any]]:
+        if self.instances is None:
+            raise RuntimeError("call reset() before step()")
+        a = _check_actions(action, self.config.vocab_size).reshape(1)
+        obs, reward, terminated, self._state = core.step(self.instances, self._state, a)
+        return obs[0], float(reward[0]), bool(terminated[0]), False, {"failed": bool(self._state.failed[0])}
+
+
+class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
+    """A simlab task as a native, numpy-batched Gymnasium vector env (NEXT_STEP autoreset).
+
+    ``reset(seed=s)`` seeds env i with ``s + i``, like ``SyncVectorEnv``; env i then produces exactly
+    the episodes of a single env reset with ``seed=s+i`` and reset without a seed after each episode.
+    """
+
+    task: ClassVar[TaskSpec]
+
+    def __init__(self, num_envs: int = 1, config: TaskConfig | None = None, render_mode: str | None = None,
+                 **overrides: Any):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"`num_envs={num_envs!r}` is invalid; choose an integer >= 1")
+        self.config = _configure(self.task, config, overrides)
+        self.num_envs = num_envs
+        self.render_mode = render_mode
+        self.width = core.obs_width(self.config, self.task.prompt_len(self.config))
+        self.single_observation_space = spaces.MultiDiscrete(
+            np.full(self.width, self.config.vocab_size), dtype=np.int64)
+        self.single_action_space = spaces.Discrete(self.config.vocab_size)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.metadata = {**_metadata(self.task, self.config), "autoreset_mode": AutoresetMode.NEXT_STEP}
+        self.solver = self.task.solver_cls(self.config)
+        self._base: IntArray | None = None
+        self._episode = np.zeros(num_envs, dtype=np.int64)
+        self._autoreset = np.zeros(num_envs, dtype=np.bool_)
+        self.instances: core.Instances | None = None
+        self._state = core.initial_state(num_envs)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[IntArray, dict[str, Any]]:
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"`seed` has {len(seeds)} entries; give one per env ({self.num_envs})")
+            self._base = np.asarray(seeds, dtype=np.int64)
+            self._episode[:] = 0
+        elif self._base is None:
+            self._base = _fresh_seed() + np.arange(self.num_envs, dtype=np.int64)
+            self._episode[:] = 0
+        else:
+            self._episode += 1
+        self.instances = self.task.generate(core.episode_keys(self._base, self._episode), self.config)
+        self._state = core.initial_state(self.num_envs)
+        self._autoreset[:] = False
+        return self.instances.prompt.copy(), {"hard": self.instances.hard.copy()}
+
+    def step(self, actions: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, dict[str, Any]]:
+        if self.instances is None or self._base is None:
+            raise RuntimeError("call reset() before step()")
+        a = _check_actions(actions, self.config.vocab_size).reshape(self.num_envs)
+        obs, reward, terminated, state = core.step(self.instances, self._state, a)
+        rows = np.flatnonzero(self._autoreset)
+        if rows.size:
+            # NEXT_STEP autoreset: an env that terminated last step starts its next episode now and
+            # ignores its action (the transition it returns is the reset, with reward 0)
+            self._episode[rows] += 1
+            fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows]), self.config)
+            core.replace_rows(self.instances, rows, fresh)
+            obs[rows] = fresh.prompt
+            reward[rows] = 0.0
+            terminated[rows] = False
+            state.t[rows] = 0
+            state.failed[rows] = False
+        self._state = state
+        self._autoreset = terminated.copy()
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        return obs, reward, terminated, truncated, {}
+
+
+_TASK_DOC = """
+    ## Action Space
+    ``Discrete(vocab_size)``: one token per step. ``metadata["act_tokens"]`` lists the sensible ones;
+    any id in range is accepted, an id outside it raises ``ValueError``.
+
+    ## Observation Space
+    ``MultiDiscrete([vocab_size] * width)``: token ids right-padded with PAD (0). ``reset`` returns the
+    task prompt; each step returns that step's observation. The observation that ends with QUERY
+    asks for the answer: the next action is the answer.
+
+    ## Rewards
+    0 on every step but the answer; the answer gets 1 if it is correct and no earlier action was
+    fatal, else 0.
+
+    ## Starting State
+    A fresh instance drawn from the config: horizon, observation lengths (heavy tail optional),
+    hardness (``hard_frac``), padding (``compaction_reward_corr``) and action slips (``noise``).
+
+    ## Episode End
+    Terminates after the answer (step ``horizon + 1``). Never truncates; the harness caps steps.
+"""
+
+
+class KeyRecallEnv(TokenTaskEnv):
+    __doc__ = """KeyRecall: remember the fact that will be asked about.
+
+    ``num_facts`` facts ``FACT key value`` appear in the first ``fact_frac`` of the horizon, inside
+    distractor tokens; the last observation is ``key QUERY`` and the answer is that key's value.
+    Low-id keys are asked more often (``zipf``), so a summary that cannot hold every fact should keep
+    the hot ones. Actions before the query are ignored (``NEXT`` is the sensible one). In a hard
+    instance the asked fact is never shown.
+    """ + _TASK_DOC
+    task = KEY_RECALL
+
+
+class KeyRecallVectorEnv(TokenTaskVectorEnv):
+    __doc__ = KeyRecallEnv.__doc__
+    task = KEY_RECALL
+
+
+class PointerChaseEnv(TokenTaskEnv):
+    __doc__ = """PointerChase: follow links, keep a running sum.
+
+    The prompt is ``TASK start LINK a b ...``; every later observation opens with a step index and
+    holds the next table of ``num_pairs`` ``LINK a b`` pairs. The action is the node the current
+    node links to; a wrong move is fatal. The answer is the sum of the visited nodes mod
+    ``num_nodes``. In a hard instance one table lacks the true pair.
+    """ + _TASK_DOC
+    task = POINTER_CHASE
+
+
+class PointerChaseVectorEnv(TokenTaskVectorEnv):
+    __doc__ = PointerChaseEnv.__doc__
+    task = POINTER_CHASE

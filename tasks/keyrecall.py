@@ -1,0 +1,134 @@
+"""KeyRecall, the memory task: its instance generator and its reference solver.
+
+The env classes are the shared ones in ``tasks.envs``; this module owns only what is specific to
+KeyRecall (how an episode is laid out, and how a reference agent reads and summarises one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks import core, vocab
+from tasks.config import KeyRecallConfig
+from tasks.core import IntArray, KeyArray
+
+
+def key_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
+    """[first, stop) ids of the key tokens: the lower half of the content ids, hottest first."""
+    return vocab.FIRST_CONTENT, vocab.FIRST_CONTENT + cfg.num_content // 2
+
+
+def value_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
+    """[first, stop) ids of the value tokens: the upper half of the content ids."""
+    return vocab.FIRST_CONTENT + cfg.num_content // 2, cfg.vocab_size
+
+
+def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
+    return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
+
+
+def generate(keys: KeyArray, cfg: KeyRecallConfig) -> core.Instances:
+    """Lay out one KeyRecall episode per key (streams 10-14; 0-5 are the common layout)."""
+    n, h, f = keys.size, cfg.horizon[1], cfg.num_facts
+    prompt = prompt_tokens(cfg)
+    width = core.obs_width(cfg, len(prompt))
+    lay = core.draw_layout(keys, cfg, width)
+    rows = np.arange(n)
+    k0, k1 = key_tokens(cfg)
+    v0, v1 = value_tokens(cfg)
+
+    # facts go to distinct steps early in the episode, so the asked one has left the window by the end
+    limit = np.clip(np.floor(cfg.fact_frac * lay.horizon).astype(np.int64), f, lay.horizon - 1)
+    order = core.uniform(keys, 10, (h,))
+    order[np.arange(h)[None, :] >= limit[:, None]] = 2.0
+    fact_step = np.argsort(order, axis=1, kind="stable")[:, :f]
+    fact_rank = np.argsort(core.uniform(keys, 11, (k1 - k0,)), axis=1, kind="stable")[:, :f]
+    fact_value = core.randint(keys, 12, (f,), 0, v1 - v0)
+
+    # the query prefers low-ranked (hot) keys: a summariser has something to learn about what to keep
+    weight = (fact_rank + 1.0) ** -cfg.zipf
+    cum = np.cumsum(weight, axis=1)
+    u = core.uniform(keys, 13, ()) * cum[:, -1]
+    q = np.minimum((cum < u[:, None]).sum(axis=1), f - 1)
+
+    obs = lay.filler.copy()
+    lengths = lay.lengths[rows[:, None], fact_step]
+    offset = core.randint(keys, 14, (f,), 0, lengths - 2)
+    shown = ~(lay.hard[:, None] & (np.arange(f)[None, :] == q[:, None]))
+    ii, jj = np.nonzero(shown)
+    ss, oo = fact_step[ii, jj], offset[ii, jj]
+    obs[ii, ss, oo] = vocab.FACT
+    obs[ii, ss, oo + 1] = k0 + fact_rank[ii, jj]
+    obs[ii, ss, oo + 2] = v0 + fact_value[ii, jj]
+
+    last = lay.horizon - 1
+    qlen = lay.lengths[rows, last]
+    target = k0 + fact_rank[rows, q]
+    obs[rows, last, qlen - 2] = target
+    obs[rows, last, qlen - 1] = vocab.QUERY
+
+    return core.Instances(
+        prompt=core.pad_row(np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)), width),
+        obs=obs,
+        expected=np.full((n, h), core.ANY_ACTION, dtype=np.int64),
+        answer=v0 + fact_value[rows, q],
+        horizon=lay.horizon,
+        hard=lay.hard,
+        target=target,
+        slip=lay.slip,
+        slip_action=lay.slip_action,
+    )
+
+
+class KeyRecallSolver:
+    """How a reference agent plays KeyRecall from its working context alone.
+
+    Summaries are ``m // 2`` (key, value) pairs, PAD-filled. ``relevant`` keeps the hottest keys (the
+    task's query prior), ``recency`` the most recently seen facts (the systematic flaw), ``oracle``
+    keeps the fact that will be asked first, if it has been seen.
+    """
+
+    def __init__(self, cfg: KeyRecallConfig) -> None:
+        self.cfg = cfg
+        self.keys = key_tokens(cfg)
+        self.values = value_tokens(cfg)
+
+    def facts(self, ctx: IntArray) -> dict[int, int]:
+        """Known facts in the order they were learnt (a later statement of a key wins)."""
+        known: dict[int, int] = {}
+        for s in np.flatnonzero(ctx == vocab.SUMMARY):
+            block = core.summary_block(ctx, int(s))
+            for k, v in zip(block[0::2], block[1::2], strict=False):
+                if self.keys[0] <= k < self.keys[1] and self.values[0] <= v < self.values[1]:
+                    known.pop(int(k), None)
+                    known[int(k)] = int(v)
+        for s in np.flatnonzero(ctx[:-2] == vocab.FACT):
+            k, v = int(ctx[s + 1]), int(ctx[s + 2])
+            known.pop(k, None)
+            known[k] = v
+        return known
+
+    def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        return vocab.NEXT
+
+    def answer(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        q = np.flatnonzero(ctx == vocab.QUERY)
+        known = self.facts(ctx)
+        if q.size and int(ctx[q[-1] - 1]) in known:
+            return known[int(ctx[q[-1] - 1])]
+        return int(rng.integers(*self.values))
+
+    def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
+        known = self.facts(ctx)
+        if mode == "recency":
+            chosen = list(known)[::-1]
+        else:
+            chosen = sorted(known)
+            if mode == "oracle" and target in known:
+                chosen.remove(target)
+                chosen.insert(0, target)
+        out = np.full(m, vocab.PAD, dtype=np.int64)
+        for i, k in enumerate(chosen[: m // 2]):
+            out[2 * i: 2 * i + 2] = (k, known[k])
+        return out
+

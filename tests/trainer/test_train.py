@@ -1,0 +1,132 @@
+"""Training runs end to end: every recipe, determinism, divergence, checkpoints, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from simlab.config import resolve
+from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
+from simlab.policy.model import Policy
+from simlab.recipes import RECIPES
+from simlab.sinks import JsonlSink, read_metrics
+from simlab.train import TrainingDiverged, base_checkpoint, train
+
+from .conftest import tiny
+
+
+def run(tmp_path, nested, name="run"):
+    cfg = resolve(nested)
+    sink = JsonlSink(tmp_path / name)
+    final = train(cfg, sink, store=tmp_path / "store", out_dir=tmp_path / name)
+    sink.close()
+    return cfg, final, read_metrics(tmp_path / name)
+
+
+@pytest.mark.parametrize("recipe", RECIPES.names())
+def test_every_recipe_trains_and_evaluates(tmp_path, recipe):
+    extra = {"value_pretrain_steps": 1} if recipe == "compactionrl" else {}
+    cfg, final, rows = run(tmp_path, tiny(train={"recipe": recipe, **extra}))
+    assert {"eval/compacted/success", "eval/single_window/success"} <= set(final)
+    steps = [r for r in rows if "train/success" in r]
+    assert len(steps) == cfg.train.steps
+    for r in steps:
+        assert r["perf/optimised_tokens"] > 0
+        assert 0.0 <= r["health/compaction_rate"] <= 1.0
+        if cfg.train.algorithm == "ppo":
+            assert "loss/value" in r and "adv_error/pre_final/rel_l2" in r
+    policy, meta = load_checkpoint(tmp_path / "run" / "policy.pt")
+    assert meta["v_sum"] == cfg.harness.v_sum and meta["trigger"] == cfg.harness.trigger
+
+
+def strip_timing(rows):
+    return [{k: v for k, v in r.items() if "perf/" not in k or k.endswith("optimised_tokens")} for r in rows]
+
+
+def test_same_seed_same_metrics_on_cpu(tmp_path):
+    nested = tiny(train={"recipe": "compactionrl", "value_pretrain_steps": 1})
+    _, a, rows_a = run(tmp_path, nested, "a")
+    _, b, rows_b = run(tmp_path, nested, "b")
+    assert a == b
+    assert strip_timing(rows_a) == strip_timing(rows_b)
+    _, c, rows_c = run(tmp_path, {**nested, "seed": 1}, "c")
+    assert strip_timing(rows_c) != strip_timing(rows_a)
+
+
+def test_base_checkpoint_is_cached_by_config(tmp_path):
+    cfg = resolve(tiny())
+    path = base_checkpoint(cfg, tmp_path)
+    stamp = path.stat().st_mtime_ns
+    assert base_checkpoint(resolve(tiny(train={"recipe": "resum"})), tmp_path) == path  # same base
+    assert path.stat().st_mtime_ns == stamp
+    other = base_checkpoint(resolve(tiny(base={"quality": 0.3})), tmp_path)
+    assert other != path
+
+
+def test_divergence_stops_cleanly_without_a_checkpoint(tmp_path):
+    cfg = resolve(tiny(train={"lr": 1e30, "steps": 3}))
+    sink = JsonlSink(tmp_path / "run")
+    with pytest.raises(TrainingDiverged, match="non-finite|is nan|is inf"):
+        train(cfg, sink, store=tmp_path / "store", out_dir=tmp_path / "run")
+    assert not (tmp_path / "run" / "policy.pt").exists()
+    base = base_checkpoint(cfg, tmp_path / "store")
+    policy, _ = load_checkpoint(base)
+    assert all(torch.isfinite(p).all() for p in policy.parameters())  # the cached base is untouched
+
+
+def test_checkpoint_from_another_vocabulary_is_refused(tmp_path):
+    cfg = resolve(tiny())
+    other = resolve(tiny(task={"vocab_size": 40}))
+    path = tmp_path / "store" / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+    path.parent.mkdir(parents=True)
+    save_checkpoint(path, Policy(other.policy), meta={"v_sum": "v1"})
+    with pytest.raises(ValueError, match="vocab_size"):
+        train(cfg, JsonlSink(tmp_path / "run"), store=tmp_path / "store")
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "simlab.cli", *args], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+def test_cli_train_writes_a_run_folder(tmp_path):
+    cfg_path = tmp_path / "run.toml"
+    lines = []
+    for section, values in tiny().items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    cfg_path.write_text("\n".join(lines) + "\n")
+    out = cli("train", str(cfg_path), "--set", "train.steps=1", "--out", str(tmp_path / "r"),
+              "--store", str(tmp_path / "store"))
+    assert out.returncode == 0, out.stderr
+    assert "eval/compacted/success" in out.stdout
+    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    assert status["status"] == "FINISHED"
+    params = json.loads((tmp_path / "r" / "params.json").read_text())
+    assert params["train.steps"] == 1
+    # an existing run folder is never overwritten
+    again = cli("train", str(cfg_path), "--out", str(tmp_path / "r"), "--store", str(tmp_path / "store"))
+    assert again.returncode == 2 and "not empty" in again.stderr
+    assert json.loads((tmp_path / "r" / "params.json").read_text())["train.steps"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--set", "train.recipe=ppo2"], "`train.recipe='ppo2'` is invalid"),
+        (["--set", "train.eps_high=0"], "`train.eps_high=0` is invalid"),
+        (["--set", "train.group_size=0"], "`train.group_size=0` is invalid"),
+        (["--set", "harness.summariser=gpt"], "`harness.summariser='gpt'` is invalid"),
+        (["--set", "harness.window=16", "--set", "harness.t_comp=3"], "`harness.window=16` is invalid"),
+        (["missing.toml"], "does not exist"),
+    ],
+)
+def test_cli_bad_input_exits_2(tmp_path, args, match):
+    out = cli("train", *args, "--store", str(tmp_path / "store"))
+    assert out.returncode == 2
+    assert match in out.stderr
+    assert not (tmp_path / "store").exists()
