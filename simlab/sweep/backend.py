@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from simlab.sinks import MetricSink
@@ -28,8 +29,10 @@ class TrialBackend:
     """Resolved config -> ``{"section.key": scalar}``, logged as MLflow params."""
     tags: Callable[[Any], dict[str, str]]
     """Resolved config -> searchable tags (recipe, estimator names, v_sum version)."""
-    train: Callable[[Any, MetricSink], dict[str, float]]
-    """Train one run, writing metrics to the sink; return the final metrics (the objective among them)."""
+    train: Callable[[Any, MetricSink, Path], dict[str, float]]
+    """(config, sink, store folder) -> final metrics (the objective among them); writes metrics to the sink."""
+    prepare: Callable[[list[Any], Path], None] | None = None
+    """Build what trials share (the cached base checkpoints) once, in the coordinator, before any trial."""
 
 
 class BackendError(ValueError):
@@ -78,14 +81,39 @@ def _simlab_flatten(cfg: Any) -> dict[str, Any]:
 
 def _simlab_tags(cfg: Any) -> dict[str, str]:
     flat = _simlab_flatten(cfg)
-    wanted = ("recipe", "estimator", "normaliser", "lambda_reading", "v_sum", "summariser", "preset")
+    wanted = (
+        "recipe",
+        "estimator",
+        "normaliser",
+        "lam",
+        "overlong_mask",
+        "v_sum",
+        "summariser",
+        "trigger",
+        "preset",
+    )
     return {f"simlab.{k}": str(v) for k, v in flat.items() if k.rsplit(".", 1)[-1] in wanted}
 
 
-def _simlab_train(cfg: Any, sink: MetricSink) -> dict[str, float]:
+def _simlab_train(cfg: Any, sink: MetricSink, store: Path) -> dict[str, float]:
     _, train = _trainer_modules()
-    return dict(train.train(cfg, sink))
+    return dict(train.train(cfg, sink, store=store))
 
 
-SIMLAB = TrialBackend(build=_simlab_build, flatten=_simlab_flatten, tags=_simlab_tags, train=_simlab_train)
+def _simlab_prepare(cfgs: list[Any], store: Path) -> None:
+    _, train = _trainer_modules()
+    seen: set[str] = set()
+    for cfg in cfgs:
+        if cfg.base_key() not in seen:  # one per task preset and base config, cached on disk
+            seen.add(cfg.base_key())
+            train.base_checkpoint(cfg, store)
+
+
+SIMLAB = TrialBackend(
+    build=_simlab_build,
+    flatten=_simlab_flatten,
+    tags=_simlab_tags,
+    train=_simlab_train,
+    prepare=_simlab_prepare,
+)
 """simlab's own trainer: ``simlab.config.resolve`` and ``simlab.train.train``."""

@@ -39,6 +39,8 @@ from simlab.sweep.spec import Cell, SpecError, SweepSpec, probe_settings
 JOURNAL_NAME = "optuna-journal.log"
 FINAL_FAILURES = ("diverged",)
 """Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
+CURVE_KEYS = ("eval/compacted/success", "eval/single_window/success", "eval/compacted/compaction_rate")
+"""Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
 UNOWNED_GRACE_S = 120.0
 """A RUNNING trial with no owner record older than this was killed between claim and record."""
 
@@ -241,6 +243,8 @@ class TrialContext:
     experiment_id: str
     parent_run_id: str
     coordinator: dict[str, Any]
+    store: str
+    """Local folder for what trials share (base checkpoints): ``<root>/mlruns``."""
     provenance: dict[str, str] = field(default_factory=dict)
 
 
@@ -379,7 +383,7 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
         client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags
     )
     storage.set_trial_user_attr(trial._trial_id, ATTR_RUN, run_id)
-    sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric,))
+    sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
     create_s = time.perf_counter() - t0
     tsink = TrialSink(
         sink, trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"])
@@ -405,7 +409,7 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
         return fail("error", f"config: {build_error}")
     sink.log_params({**backend.flatten(cfg), "sweep.cell": cell.label})
     try:
-        result = backend.train(cfg, tsink)
+        result = backend.train(cfg, tsink, Path(ctx.store))
     except optuna.TrialPruned as exc:
         return fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
     except Exception as exc:
@@ -579,11 +583,17 @@ def run_sweep(
         experiment_id=experiment_id,
         parent_run_id=parent_run_id,
         coordinator=this_owner(),
+        store=str(root / "mlruns"),
         provenance=provenance,
     )
     outcomes: list[TrialOutcome] = []
     status, reason = "FINISHED", ""
     try:
+        trial_backend = load_backend(backend)
+        if todo and trial_backend.prepare is not None:
+            echo("preparing what the trials share (cached base checkpoints) ...")
+            cfgs = [trial_backend.build(settings, spec.seeds[0]) for settings in probe_settings(spec)]
+            trial_backend.prepare(cfgs, root / "mlruns")
         if todo:
             jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
                 delayed(run_one)(ctx) for _ in range(todo)

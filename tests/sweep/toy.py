@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ def build(settings: dict[str, Any], seed: int) -> ToyConfig:
     return cfg
 
 
-def train(cfg: ToyConfig, sink: MetricSink) -> dict[str, float]:
+def train(cfg: ToyConfig, sink: MetricSink, store: Path) -> dict[str, float]:
     rng = np.random.default_rng(cfg.seed)
     curvature = 3.0 if cfg.overlong_mask else 2.5
     x = 4.0
