@@ -30,7 +30,7 @@ class TrialBackend:
     tags: Callable[[Any], dict[str, str]]
     """Resolved config -> searchable tags (recipe, estimator names, v_sum version)."""
     train: Callable[[Any, MetricSink, Path], dict[str, float]]
-    """(config, sink, store folder) -> final metrics (the objective among them); writes metrics to the sink."""
+    """(config, sink, store folder) -> final metrics (the objective among them); metrics go to the sink."""
     prepare: Callable[[list[Any], Path], None] | None = None
     """Build what trials share (the cached base checkpoints) once, in the coordinator, before any trial."""
 
