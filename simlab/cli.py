@@ -186,6 +186,74 @@ def train(
         typer.echo(f"{key:<40} {final[key]:.4f}")
 
 
+@app.command()
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML), e.g. sweeps/quick.toml.")],
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes (1 torch thread each).")] = 1,
+    storage: Annotated[
+        str | None,
+        typer.Option("--storage", help="Optuna storage: a journal file path or an RDB URL "
+                                       "(default: mlruns/optuna-journal.log)."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                                            "else sqlite:///<repo>/mlruns/mlflow.db)."),
+    ] = None,
+    trial: Annotated[
+        str, typer.Option("--trial", hidden=True, help="Trial backend as module:attribute.")
+    ] = "simlab.sweep.backend:SIMLAB",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Run (or resume) a sweep: every missing grid cell x seed, trials in worker processes, runs in MLflow."""
+    from simlab.sweep import BackendError, SpecError, load_spec
+    from simlab.sweep.runner import run_sweep
+
+    try:
+        parsed = load_spec(spec)
+        result = run_sweep(parsed, workers=workers, storage=storage, tracking_uri=tracking_uri, backend=trial,
+                           progress=progress, echo=typer.echo)
+    except (SpecError, BackendError) as exc:
+        raise fail(str(exc)) from exc
+    typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
+    if result.table is not None:
+        typer.echo(f"results table: {result.table} (and {result.table.with_suffix('.md')})")
+    ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
+    typer.echo(f"browse the runs with: simlab ui{ui_hint}")
+
+
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind (only this one).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="Store to show (default: the local mlruns/ store).")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Server worker processes.")] = 1,
+) -> None:
+    """Start the MLflow UI on the local store, bound to 127.0.0.1 unless --host says otherwise."""
+    import os
+
+    from simlab import tracking
+
+    if not 1 <= port <= 65535:
+        raise fail(f"`--port={port}` is invalid; choose an integer in [1, 65535]")
+    try:
+        store = tracking.resolve_store(tracking_uri)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    if not tracking.port_free(host if host != "0.0.0.0" else "127.0.0.1", port):
+        raise fail(f"`--port={port}` is invalid; something already listens on {host}:{port}; choose another")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: the MLflow UI has no authentication and will listen on {host}", err=True)
+    tracking.prepare(store)
+    cmd = tracking.ui_command(store, host, port, workers)
+    # the server's job runner (GenAI judges, scheduled scorers) starts ~8 processes simlab never uses
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    typer.echo(f"MLflow UI for {store.tracking_uri} at http://{host}:{port}  (Ctrl-C stops it)")
+    os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
+
+
 def main() -> None:
     try:
         app()

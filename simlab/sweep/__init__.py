@@ -1,0 +1,18 @@
+"""Sweeps: TOML specs (:mod:`.spec`), trial backends (:mod:`.backend`) and the Optuna runner (:mod:`.runner`).
+
+The only package that imports optuna. Import :mod:`.runner` lazily: parsing a spec needs no optuna.
+"""
+
+from simlab.sweep.backend import DEFAULT_BACKEND, BackendError, TrialBackend, load_backend
+from simlab.sweep.spec import SpecError, SweepSpec, load_spec, parse_spec
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "BackendError",
+    "SpecError",
+    "SweepSpec",
+    "TrialBackend",
+    "load_backend",
+    "load_spec",
+    "parse_spec",
+]

@@ -1,0 +1,517 @@
+"""Sweep specifications: TOML in, frozen dataclasses out, every check in :func:`parse_spec`.
+
+A spec names a base configuration, a search space (grid lists or distributions per config key path),
+named variants (bundles of settings that move together, e.g. a recipe at a matched effective horizon),
+the seeds, the objective, the sampler and an optional pruner. A bad spec raises :class:`SpecError`,
+whose message names the key and what is allowed, before anything is written to either store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simlab.registry import Registry
+
+TOP_KEYS = (
+    "name",
+    "description",
+    "seeds",
+    "sampler",
+    "n_trials",
+    "base",
+    "space",
+    "variants",
+    "objective",
+    "pruner",
+)
+BASE_KEYS = ("preset", "recipe", "overrides")
+SAMPLERS = ("grid", "tpe")
+DIRECTIONS = ("maximize", "minimize")
+DIST_TYPES = ("float", "int", "categorical")
+PRUNERS = ("median", "percentile", "nop")
+TOP_LEVEL_SETTINGS = ("preset", "recipe")
+"""Space keys that are not config key paths: the task preset and the recipe preset."""
+RESERVED = ("seed", "variant")
+"""Optuna parameter names the runner uses itself."""
+SCALAR = (str, int, float, bool)
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class SpecError(ValueError):
+    """A sweep spec is invalid; the message names the key and what is allowed."""
+
+
+def _name_registries() -> dict[str, Registry[Any]]:
+    """Config leaf names whose values must be registered component names."""
+    from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS
+
+    return {
+        "estimator": ESTIMATORS,
+        "advantage_estimator": ESTIMATORS,
+        "normaliser": NORMALISERS,
+        "loss_normaliser": NORMALISERS,
+        "lambda_reading": LAMBDA_READINGS,
+    }
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A range Optuna samples from (sampler ``tpe``)."""
+
+    kind: str
+    """``float``, ``int`` or ``categorical``."""
+    low: float = 0.0
+    """Lower bound (float and int)."""
+    high: float = 0.0
+    """Upper bound, inclusive (float and int)."""
+    log: bool = False
+    """Sample on a log scale (float and int; needs ``low > 0``)."""
+    step: float | int | None = None
+    """Optional discretisation step (float and int; not with ``log``)."""
+    choices: tuple[Any, ...] = ()
+    """The values of a ``categorical``."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept config key: either a grid of values or a distribution."""
+
+    key: str
+    """Config key path (``train.lr``) or ``preset`` / ``recipe``."""
+    grid: tuple[Any, ...] | None = None
+    """Every value to try (sampler ``grid``; a categorical for ``tpe``)."""
+    dist: Distribution | None = None
+    """The range to sample (sampler ``tpe`` only)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named bundle of settings swept as one axis (``variant`` in Optuna and MLflow)."""
+
+    name: str
+    """Label used in tables and run names."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Key path -> value, applied over the base overrides."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The metric a trial returns and which way is better."""
+
+    metric: str
+    """A key of the dict the trial function returns, e.g. ``eval/compacted_success``."""
+    direction: str = "maximize"
+    """``maximize`` or ``minimize``."""
+
+
+@dataclass(frozen=True)
+class PrunerSpec:
+    """Early stopping of unpromising trials on the objective metric reported during training."""
+
+    kind: str = "nop"
+    """``median``, ``percentile`` or ``nop``."""
+    n_startup_trials: int = 5
+    """Trials that finish before any pruning."""
+    n_warmup_steps: int = 0
+    """Training steps of each trial before it can be pruned."""
+    percentile: float = 25.0
+    """Percentile kept by ``percentile``."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """The configuration every trial starts from."""
+
+    preset: str | None = None
+    """Task preset name (``None``: the config default)."""
+    recipe: str | None = None
+    """Recipe preset name (``None``: the config default)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Key path -> value applied over the presets."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run to make: a point of the space and a seed."""
+
+    params: dict[str, Any]
+    """Optuna parameters: swept key paths, ``variant`` when there are variants."""
+    seed: int
+    """The trial's seed."""
+
+    @property
+    def key(self) -> str:
+        """Canonical identity of the cell (stored on the trial; equal cells have equal keys)."""
+        return json.dumps({"params": self.params, "seed": self.seed}, sort_keys=True)
+
+    @property
+    def label(self) -> str:
+        """Short human label for run names and tables."""
+        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
+        return ",".join([*parts, f"seed={self.seed}"])
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep."""
+
+    name: str
+    """Study and experiment name (default: the file's stem)."""
+    description: str
+    """Free text shown in the parent run's description tag."""
+    base: Base
+    """The starting configuration."""
+    axes: tuple[Axis, ...]
+    """Swept keys, in file order."""
+    variants: tuple[Variant, ...]
+    """Bundles swept as one extra axis."""
+    seeds: tuple[int, ...]
+    """Seeds; every grid point runs once per seed."""
+    objective: Objective
+    """What a trial returns for Optuna."""
+    sampler: str
+    """``grid`` (every cell x seed, enqueued) or ``tpe``."""
+    pruner: PrunerSpec
+    """Early stopping (``nop`` by default)."""
+    n_trials: int | None
+    """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
+
+    def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The trial's settings: preset, recipe and every key path, later layers winning."""
+        out: dict[str, Any] = {}
+        if self.base.preset is not None:
+            out["preset"] = self.base.preset
+        if self.base.recipe is not None:
+            out["recipe"] = self.base.recipe
+        out.update(self.base.overrides)
+        if "variant" in params:
+            out.update(next(v for v in self.variants if v.name == params["variant"]).settings)
+        out.update({k: v for k, v in params.items() if k != "variant"})
+        return out
+
+    def grid_points(self) -> list[dict[str, Any]]:
+        """Every point of a grid space (without seeds), in a stable order."""
+        names = [a.key for a in self.axes]
+        values = [a.grid or () for a in self.axes]
+        if self.variants:
+            names.append("variant")
+            values.append(tuple(v.name for v in self.variants))
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+
+    def cells(self) -> list[Cell]:
+        """Grid points x seeds (sampler ``grid``)."""
+        return [Cell(point, seed) for point in self.grid_points() for seed in self.seeds]
+
+    def fingerprint(self) -> str:
+        """Hash of everything that defines the cells and their meaning (not ``n_trials``/``pruner``)."""
+        blob = json.dumps(
+            {
+                "base": [self.base.preset, self.base.recipe, self.base.overrides],
+                "axes": [[a.key, a.grid, a.dist and vars(a.dist)] for a in self.axes],
+                "variants": [[v.name, v.settings] for v in self.variants],
+                "seeds": self.seeds,
+                "objective": vars(self.objective),
+                "sampler": self.sampler,
+            },
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- parsing: the one place a spec is checked ---
+
+
+def load_spec(path: Path | str) -> SweepSpec:
+    """Read and validate a TOML spec file."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"sweep spec {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read sweep spec {str(path)!r}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    return parse_spec(raw, default_name=path.stem)
+
+
+def _bad(key: str, value: Any, allowed: str) -> SpecError:
+    return SpecError(f"`{key}={value!r}` is invalid; {allowed}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _check_keys(where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise SpecError(
+                f"`{where}{key}` is not a spec key; choose one of {', '.join(map(repr, allowed))}"
+            )
+
+
+def _flatten_settings(where: str, table: Any, *, dist_ok: bool) -> dict[str, Any]:
+    """TOML dotted keys nest; flatten to key paths, stopping at lists and at ``{type = ...}`` tables."""
+    if not isinstance(table, dict):
+        raise _bad(where, table, "give a table of key path = value")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        path = f"{where}.{key}" if where else key
+        if isinstance(value, dict) and not (dist_ok and "type" in value):
+            for sub, sub_value in _flatten_settings(path, value, dist_ok=dist_ok).items():
+                out[sub] = sub_value
+        else:
+            out[path] = value
+    return out
+
+
+def _strip(prefix: str, flat: dict[str, Any]) -> dict[str, Any]:
+    return {k[len(prefix) + 1 :]: v for k, v in flat.items()}
+
+
+def _check_value(where: str, key: str, value: Any) -> None:
+    """A setting's value: a scalar (or a list of scalars, e.g. a (min, max) pair), registered if named."""
+    ok = isinstance(value, SCALAR) or (isinstance(value, list) and all(isinstance(v, SCALAR) for v in value))
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
+        raise _bad(f"{where}.{key}", value, "give a finite number, a string, a boolean or a list of them")
+    _check_registered(f"{where}.{key}", key, [value])
+
+
+def _check_registered(shown: str, key: str, values: list[Any]) -> None:
+    leaf = key.rsplit(".", 1)[-1]
+    registry = _name_registries().get(leaf)
+    if leaf == "lam":  # a number or the name of a lambda reading
+        from simlab.credit import LAMBDA_READINGS
+
+        registry = LAMBDA_READINGS
+        values = [v for v in values if isinstance(v, str)]
+    if registry is None:
+        return
+    for v in values:
+        if v not in registry:
+            raise _bad(shown, values if len(values) > 1 else v, f"choose one of {registry.choices()}")
+
+
+def _parse_distribution(where: str, key: str, raw: dict[str, Any]) -> Distribution:
+    shown = f"{where}.{key}"
+    kind = raw.get("type")
+    if kind not in DIST_TYPES:
+        raise _bad(f"{shown}.type", kind, f"choose one of {', '.join(map(repr, DIST_TYPES))}")
+    if kind == "categorical":
+        _check_keys(f"{shown}.", raw, ("type", "choices"))
+        choices = raw.get("choices")
+        if not isinstance(choices, list) or not choices or not all(isinstance(c, SCALAR) for c in choices):
+            raise _bad(f"{shown}.choices", choices, "give a non-empty list of numbers, strings or booleans")
+        if len(set(map(repr, choices))) != len(choices):
+            raise _bad(f"{shown}.choices", choices, "list each choice once")
+        _check_registered(f"{shown}.choices", key, choices)
+        return Distribution(kind, choices=tuple(choices))
+    _check_keys(f"{shown}.", raw, ("type", "low", "high", "log", "step"))
+    check = _is_int if kind == "int" else _is_num
+    what = "an integer" if kind == "int" else "a finite number"
+    low: Any = raw.get("low")
+    high: Any = raw.get("high")
+    if not check(low):
+        raise _bad(f"{shown}.low", low, f"give {what}")
+    if not check(high) or high <= low:
+        raise _bad(f"{shown}.high", high, f"give {what} greater than low={low!r}")
+    log = raw.get("log", False)
+    if not isinstance(log, bool):
+        raise _bad(f"{shown}.log", log, "choose true or false")
+    if log and low <= 0:
+        raise _bad(f"{shown}.low", low, "a log-scale range needs low > 0")
+    step = raw.get("step")
+    if step is not None and (not check(step) or step <= 0 or log):
+        raise _bad(f"{shown}.step", step, f"give {what} > 0, and no step with log = true")
+    return Distribution(kind, low=low, high=high, log=log, step=step)
+
+
+def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
+    shown = f"space.{key}"
+    if key in RESERVED:
+        raise SpecError(f"`{shown}` is reserved; list seeds under `seeds` and bundles under `[[variants]]`")
+    if isinstance(value, list):
+        if not value:
+            raise _bad(shown, value, "a grid needs at least one value")
+        for item in value:
+            ok = isinstance(item, SCALAR) or (
+                isinstance(item, list) and all(isinstance(v, SCALAR) for v in item)
+            )
+            if not ok or (isinstance(item, float) and not math.isfinite(item)):
+                raise _bad(shown, value, "grid values are finite numbers, strings, booleans or lists of them")
+        if len({json.dumps(v) for v in value}) != len(value):
+            raise _bad(shown, value, "list each grid value once")
+        _check_registered(shown, key, value)
+        return Axis(key, grid=tuple(value))
+    if isinstance(value, dict):
+        dist = _parse_distribution("space", key, value)
+        if sampler == "grid":
+            raise _bad(
+                shown, value, "sampler 'grid' needs a list of values; use sampler = 'tpe' for distributions"
+            )
+        return Axis(key, dist=dist)
+    raise _bad(
+        shown, value, "give a list of values (grid) or a table {type = 'float'|'int'|'categorical', ...}"
+    )
+
+
+def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepSpec:
+    """Validate a decoded TOML spec. Raises :class:`SpecError` naming the key and what is allowed."""
+    _check_keys("", raw, TOP_KEYS)
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _bad("name", name, "give letters, digits, '_', '.' or '-'")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise _bad("description", description, "give a string")
+
+    sampler = raw.get("sampler", "grid")
+    if sampler not in SAMPLERS:
+        raise _bad("sampler", sampler, f"choose one of {', '.join(map(repr, SAMPLERS))}")
+
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) and s >= 0 for s in seeds):
+        raise _bad("seeds", seeds, "give a non-empty list of integers >= 0")
+    dupes = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dupes:
+        raise _bad("seeds", seeds, f"list each seed once (repeated: {dupes})")
+
+    n_trials: Any = raw.get("n_trials")
+    if sampler == "tpe":
+        if not _is_int(n_trials) or n_trials < 1:
+            raise _bad("n_trials", n_trials, "sampler 'tpe' needs an integer >= 1")
+    elif n_trials is not None:
+        raise _bad("n_trials", n_trials, "sampler 'grid' runs every cell x seed; remove n_trials")
+
+    base_raw = raw.get("base", {})
+    if not isinstance(base_raw, dict):
+        raise _bad("base", base_raw, "give a table with preset, recipe and overrides")
+    _check_keys("base.", base_raw, BASE_KEYS)
+    for key in ("preset", "recipe"):
+        if key in base_raw and not isinstance(base_raw[key], str):
+            raise _bad(f"base.{key}", base_raw[key], "give a preset name (string)")
+    overrides = _strip(
+        "base.overrides", _flatten_settings("base.overrides", base_raw.get("overrides", {}), dist_ok=False)
+    )
+    for key, value in overrides.items():
+        if key in RESERVED or key in TOP_LEVEL_SETTINGS:
+            raise SpecError(
+                f"`base.overrides.{key}` is not a config key path; set it as `base.{key}` or `seeds`"
+            )
+        _check_value("base.overrides", key, value)
+    base = Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
+
+    space_flat = _strip("space", _flatten_settings("space", raw.get("space", {}), dist_ok=True))
+    axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
+
+    variants_raw = raw.get("variants", [])
+    if not isinstance(variants_raw, list):
+        raise _bad("variants", variants_raw, "give an array of tables [[variants]] with name and set")
+    variants: list[Variant] = []
+    for i, item in enumerate(variants_raw):
+        where = f"variants[{i}]"
+        if not isinstance(item, dict):
+            raise _bad(where, item, "give a table with name and set")
+        _check_keys(f"{where}.", item, ("name", "set"))
+        vname = item.get("name")
+        if not isinstance(vname, str) or not NAME_RE.match(vname):
+            raise _bad(f"{where}.name", vname, "give letters, digits, '_', '.' or '-'")
+        if any(v.name == vname for v in variants):
+            raise _bad(f"{where}.name", vname, "give each variant a distinct name")
+        settings = _strip(
+            f"{where}.set", _flatten_settings(f"{where}.set", item.get("set", {}), dist_ok=False)
+        )
+        for key, value in settings.items():
+            if key in RESERVED:
+                raise SpecError(f"`{where}.set.{key}` is reserved; seeds go under `seeds`")
+            if key in space_flat:
+                raise SpecError(f"`{where}.set.{key}` is also swept in `space.{key}`; keep it in one place")
+            _check_value(f"{where}.set", key, value)
+        variants.append(Variant(vname, settings))
+
+    if not axes and not variants:
+        raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
+
+    obj_raw = raw.get("objective")
+    if not isinstance(obj_raw, dict):
+        raise _bad("objective", obj_raw, "give a table {metric = '...', direction = 'maximize'|'minimize'}")
+    _check_keys("objective.", obj_raw, ("metric", "direction"))
+    metric = obj_raw.get("metric")
+    if not isinstance(metric, str) or not metric:
+        raise _bad("objective.metric", metric, "give the name of a metric the trial returns")
+    direction = obj_raw.get("direction", "maximize")
+    if direction not in DIRECTIONS:
+        raise _bad("objective.direction", direction, f"choose one of {', '.join(map(repr, DIRECTIONS))}")
+
+    pr_raw = raw.get("pruner", {"type": "nop"})
+    if not isinstance(pr_raw, dict):
+        raise _bad("pruner", pr_raw, "give a table {type = 'median'|'percentile'|'nop', ...}")
+    _check_keys("pruner.", pr_raw, ("type", "n_startup_trials", "n_warmup_steps", "percentile"))
+    kind = pr_raw.get("type", "nop")
+    if kind not in PRUNERS:
+        raise _bad("pruner.type", kind, f"choose one of {', '.join(map(repr, PRUNERS))}")
+    for key in ("n_startup_trials", "n_warmup_steps"):
+        if key in pr_raw and not (_is_int(pr_raw[key]) and pr_raw[key] >= 0):
+            raise _bad(f"pruner.{key}", pr_raw[key], "give an integer >= 0")
+    pct = pr_raw.get("percentile", 25.0)
+    if not _is_num(pct) or not 0 < pct < 100:
+        raise _bad("pruner.percentile", pct, "give a number in (0, 100)")
+    pruner = PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
+
+    return SweepSpec(
+        name=name,
+        description=description,
+        base=base,
+        axes=axes,
+        variants=tuple(variants),
+        seeds=tuple(seeds),
+        objective=Objective(metric, direction),
+        sampler=sampler,
+        pruner=pruner,
+        n_trials=n_trials,
+    )
+
+
+def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Settings that exercise every swept value once: each grid point (capped) or each range's ends.
+
+    The runner resolves each through the trial backend before anything is written, so an unknown key
+    path or an out-of-range value fails the whole sweep up front instead of failing trials one by one.
+    """
+    if spec.sampler == "grid":
+        return [spec.settings(p) for p in spec.grid_points()]
+    probes: list[dict[str, Any]] = []
+    variants: list[str | None] = [v.name for v in spec.variants] or [None]
+    for variant in variants:
+        for axis in spec.axes:
+            values: tuple[Any, ...]
+            if axis.grid is not None:
+                values = axis.grid
+            elif axis.dist is not None and axis.dist.kind == "categorical":
+                values = axis.dist.choices
+            else:
+                assert axis.dist is not None
+                values = (axis.dist.low, axis.dist.high)
+            for value in values:
+                params: dict[str, Any] = {axis.key: value}
+                if variant is not None:
+                    params["variant"] = variant
+                probes.append(spec.settings(params))
+        if not spec.axes and variant is not None:
+            probes.append(spec.settings({"variant": variant}))
+    return probes

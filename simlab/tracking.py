@@ -1,0 +1,446 @@
+"""MLflow tracking: the store, one experiment and parent run per sweep, a child run per trial, and a
+:class:`~simlab.sinks.MetricSink` that writes a run's metrics in batches. The only module that imports mlflow.
+
+Runs are always addressed by id through :class:`mlflow.tracking.MlflowClient`: the fluent API keeps the
+active run on a thread-local stack that never reaches a worker process, so a child run is linked to its
+parent with the ``mlflow.parentRunId`` tag instead.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: figures are rendered in workers and in CI
+
+import matplotlib.pyplot as plt
+import polars as pl
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+
+TRACKING_ENV = "MLFLOW_TRACKING_URI"
+MAX_METRICS_PER_BATCH = 1000
+"""MLflow's limit on metrics in one ``log_batch`` call."""
+MAX_PARAMS_PER_BATCH = 100
+"""MLflow's limit on params in one ``log_batch`` call."""
+MAX_PARAM_CHARS = 6000
+"""MLflow's limit on one param value."""
+MAX_TAG_CHARS = 5000
+"""Kept under MLflow's tag-value limit (8000) with room for multi-byte characters."""
+
+ROLE_TAG = "simlab.role"
+SWEEP_TAG = "simlab.sweep"
+TRIAL_TAG = "simlab.trial_number"
+REASON_TAG = "simlab.status_reason"
+PARENT_TAG = "mlflow.parentRunId"  # the tag the UI nests child runs by
+KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {KIND_TAG: "custom_model_development"}
+"""MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where runs and artifacts go."""
+
+    tracking_uri: str
+    """MLflow tracking URI: ``sqlite:///ABS/mlflow.db`` by default, or a server's ``http(s)://`` URL."""
+    artifact_root: str | None
+    """Artifact location for new experiments (a ``file://`` URI); ``None`` lets a server decide."""
+
+    def client(self) -> MlflowClient:
+        return MlflowClient(tracking_uri=self.tracking_uri)
+
+    @property
+    def local_folder(self) -> Path | None:
+        """The folder holding a local sqlite store (created before first use), else ``None``."""
+        db = sqlite_path(self.tracking_uri)
+        return db.parent if db is not None else None
+
+
+def repo_root() -> Path:
+    """The checkout this simlab runs from (the folder holding ``simlab/``)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else ``None``."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    # sqlite:///relative/path or sqlite:////absolute/path (SQLAlchemy), optionally with ?query
+    return Path(unquote(uri[len("sqlite:///") :].split("?", 1)[0]))
+
+
+def resolve_store(tracking_uri: str | None = None, root: Path | None = None) -> Store:
+    """The store to use: ``tracking_uri`` if given, else ``$MLFLOW_TRACKING_URI``, else the embedded default.
+
+    The default is ``sqlite:///<root>/mlruns/mlflow.db`` with artifacts in ``<root>/mlruns/artifacts``,
+    always absolute: MLflow's own default lands in whatever directory the command started from.
+    """
+    uri = tracking_uri or os.environ.get(TRACKING_ENV) or None
+    if uri is None:
+        folder = (root or repo_root()).resolve() / "mlruns"
+        uri = f"sqlite:///{folder / 'mlflow.db'}"
+    elif "://" not in uri:
+        raise ValueError(
+            f"`tracking-uri={uri!r}` is invalid; give a URI such as 'sqlite:///ABS/PATH/mlflow.db' or "
+            "'http://host:5000' (MLflow 3.13+ refuses a plain file store)"
+        )
+    db = sqlite_path(uri)
+    artifact_root = (db.parent / "artifacts").as_uri() if db is not None else None
+    return Store(tracking_uri=uri, artifact_root=artifact_root)
+
+
+def prepare(store: Store) -> MlflowClient:
+    """Create the local store's folder and return a client (first write to either store happens here)."""
+    if store.local_folder is not None:
+        store.local_folder.mkdir(parents=True, exist_ok=True)
+    return store.client()
+
+
+def ensure_experiment(client: MlflowClient, name: str, store: Store) -> str:
+    """The id of experiment ``name``, created (with the store's artifact root) if missing."""
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        location = f"{store.artifact_root}/{name}" if store.artifact_root else None
+        try:
+            experiment_id = str(
+                client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
+            )
+        except Exception:  # another process created it first
+            found = client.get_experiment_by_name(name)
+            if found is None:
+                raise
+    if found is not None:
+        experiment_id = str(found.experiment_id)
+        if found.tags.get(KIND_TAG) != EXPERIMENT_TAGS[KIND_TAG]:
+            client.set_experiment_tag(experiment_id, KIND_TAG, EXPERIMENT_TAGS[KIND_TAG])
+    return experiment_id
+
+
+def provenance_tags() -> dict[str, str]:
+    """The git commit (``+dirty`` when the tree has changes) and the simlab version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        simlab_version = version("simlab")
+    except PackageNotFoundError:
+        simlab_version = "unknown"
+    commit = "unknown"
+    try:
+        root = repo_root()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"simlab.git_commit": commit, "simlab.version": simlab_version}
+
+
+def parent_run(client: MlflowClient, experiment_id: str, sweep: str, tags: Mapping[str, str]) -> str:
+    """The sweep's parent run, reused (and set RUNNING again) when the sweep is resumed."""
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{ROLE_TAG}` = 'parent' and tags.`{SWEEP_TAG}` = '{sweep}'",
+        max_results=1,
+        order_by=["attributes.start_time ASC"],
+    )
+    if found:
+        run_id = str(found[0].info.run_id)
+        client.update_run(run_id, status="RUNNING")
+    else:
+        run = client.create_run(experiment_id, run_name=sweep, tags={ROLE_TAG: "parent", SWEEP_TAG: sweep})
+        run_id = str(run.info.run_id)
+    client.log_batch(run_id, tags=[RunTag(k, _clip(v, MAX_TAG_CHARS)) for k, v in tags.items()])
+    return run_id
+
+
+def child_run(
+    client: MlflowClient, experiment_id: str, parent_run_id: str, run_name: str, tags: Mapping[str, str]
+) -> str:
+    """A new trial run nested under ``parent_run_id``."""
+    all_tags = {ROLE_TAG: "trial", PARENT_TAG: parent_run_id, **tags}
+    run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
+    return str(run.info.run_id)
+
+
+def finish_run(client: MlflowClient, run_id: str, status: str = "FINISHED", reason: str = "") -> None:
+    """End a run with ``status`` (FINISHED, FAILED or KILLED), recording why when it did not finish."""
+    RunStatus.from_string(status)  # rejects a misspelt status before anything is written
+    if reason:
+        client.set_tag(run_id, REASON_TAG, _clip(reason, MAX_TAG_CHARS))
+    client.set_terminated(run_id, status=status)
+
+
+def running_child_runs(client: MlflowClient, experiment_id: str) -> list[tuple[str, dict[str, str]]]:
+    """(run id, tags) of every trial run still marked RUNNING in the experiment."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.status = 'RUNNING' and tags.`{ROLE_TAG}` = 'trial'",
+        max_results=10_000,
+    )
+    return [(str(r.info.run_id), dict(r.data.tags)) for r in runs]
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 15] + "...[truncated]"
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class MlflowSink:
+    """A :class:`~simlab.sinks.MetricSink` writing to one MLflow run, every write a ``log_batch``.
+
+    Each training step's metrics go out in one call (chunks of at most 1000). The rows are also kept so
+    that ``close`` can draw the learning curve and the segment-count histogram over training.
+    """
+
+    def __init__(
+        self, client: MlflowClient, run_id: str, *, curve_keys: Sequence[str] = (), figures: bool = True
+    ) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.curve_keys = tuple(curve_keys)
+        self.figures = figures
+        self.rows: list[dict[str, float]] = []
+        self.write_seconds = 0.0
+        """Wall time spent writing to MLflow (the benchmark reports it as tracking overhead)."""
+        self.closed = False
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        flat = [Param(k, _clip(_param_text(v), MAX_PARAM_CHARS)) for k, v in sorted(_flatten(params).items())]
+        start = time.perf_counter()
+        for chunk in _chunks(flat, MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=list(chunk))
+        self.write_seconds += time.perf_counter() - start
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        start = time.perf_counter()
+        self.client.log_batch(
+            self.run_id, tags=[RunTag(k, _clip(str(v), MAX_TAG_CHARS)) for k, v in tags.items()]
+        )
+        self.write_seconds += time.perf_counter() - start
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        start = time.perf_counter()
+        stamp = int(time.time() * 1000)
+        batch = [Metric(k, float(v), stamp, int(step)) for k, v in metrics.items()]
+        for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=list(chunk))
+        self.rows.append({"step": float(step), **{k: float(v) for k, v in metrics.items()}})
+        self.write_seconds += time.perf_counter() - start
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        start = time.perf_counter()
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        self.write_seconds += time.perf_counter() - start
+
+    def log_figures(self) -> None:
+        """Learning curve (PNG), segment-count histogram over training (step-indexed images + parquet)."""
+        if not self.rows:
+            return
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="simlab-fig-") as tmp:
+            folder = Path(tmp)
+            curve = learning_curve_png(self.rows, folder / "learning_curve.png", keys=self.curve_keys)
+            if curve is not None:
+                self.client.log_artifact(self.run_id, str(curve), "figures")
+            table = segment_histogram_table(self.rows)
+            if table.height:
+                table.write_parquet(folder / "segment_histogram.parquet")
+                self.client.log_artifact(self.run_id, str(folder / "segment_histogram.parquet"), "tables")
+                for step, image in segment_histogram_images(table):
+                    self.client.log_image(self.run_id, image, key="segment_histogram", step=step)
+        self.write_seconds += time.perf_counter() - start
+
+    def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.figures:
+                self.log_figures()
+        finally:
+            finish_run(self.client, self.run_id, status, reason)
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return str(value)
+
+
+# --- figures: pure functions of the metric rows, so they can be tested and redrawn from a store ---
+
+
+def learning_curve_png(
+    rows: Sequence[Mapping[str, float]], path: Path, *, keys: Sequence[str] = ()
+) -> Path | None:
+    """Plot ``keys`` (default: every success, return and compaction-rate metric) against step."""
+    present = sorted({k for row in rows for k in row if k != "step"})
+    wanted = [k for k in keys if k in present] or [
+        k
+        for k in present
+        if k.rsplit("/", 1)[-1]
+        in {"compacted_success", "single_window_success", "success", "return", "compaction_rate"}
+    ]
+    if not wanted:
+        return None
+    fig = plt.figure(figsize=(6.4, 3.6), dpi=100)
+    ax = fig.add_axes((0.1, 0.14, 0.86, 0.8))
+    for key in wanted:
+        pts = [(row["step"], row[key]) for row in rows if key in row and math.isfinite(row[key])]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=key)
+    ax.set_xlabel("training step")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _segment_bucket(key: str) -> int | None:
+    # the credit layer's health summary writes counts as ``segments/count_<k>`` (optionally prefixed)
+    head, sep, tail = key.rpartition("segments/count_")
+    if not sep or (head and not head.endswith("/")) or not tail.isdigit():
+        return None
+    return int(tail)
+
+
+def segment_histogram_table(rows: Sequence[Mapping[str, float]]) -> pl.DataFrame:
+    """Long table (step, segments, rollouts, share): the segment-count distribution at every step."""
+    records: list[tuple[int, int, float]] = []
+    for row in rows:
+        for key, value in row.items():
+            bucket = _segment_bucket(key)
+            if bucket is not None and math.isfinite(value):
+                records.append((int(row["step"]), bucket, float(value)))
+    frame = pl.DataFrame(
+        records, schema={"step": pl.Int64, "segments": pl.Int64, "rollouts": pl.Float64}, orient="row"
+    )
+    if frame.height == 0:
+        return frame.with_columns(pl.lit(0.0).alias("share"))
+    frame = frame.group_by("step", "segments").agg(pl.col("rollouts").sum()).sort("step", "segments")
+    return frame.with_columns((pl.col("rollouts") / pl.col("rollouts").sum().over("step")).alias("share"))
+
+
+def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tuple[int, Any]]:
+    """(step, PIL image) at up to ``snapshots`` evenly spaced steps, for MLflow's step slider.
+
+    Drawn with PIL rather than matplotlib: a bar chart needs no layout engine, and figures are drawn
+    in every trial, where matplotlib's ~0.2 s per figure would count against the tracking overhead.
+    """
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=13)
+
+    steps = table.get_column("step").unique().sort().to_list()
+    if not steps:
+        return []
+    picks = sorted({steps[round(i * (len(steps) - 1) / max(snapshots - 1, 1))] for i in range(snapshots)})
+    top = int(table.get_column("segments").max())  # type: ignore[arg-type]
+    width, height, left, bottom, pad = 400, 260, 44, 34, 26
+    slot = (width - left - pad) / max(top, 1)
+    out: list[tuple[int, Any]] = []
+    for step in picks:
+        at = table.filter(pl.col("step") == step)
+        image = Image.new("RGB", (width, height), "white")
+        draw = ImageDraw.Draw(image)
+        y0, y1 = height - bottom, pad
+        draw.line([(left, y1), (left, y0), (width - pad, y0)], fill="black")
+        for frac in (0.0, 0.5, 1.0):
+            y = y0 - frac * (y0 - y1)
+            draw.text((6, y - 7), f"{frac:.1f}", fill="black", font=font)
+        for segs, share in zip(
+            at.get_column("segments").to_list(), at.get_column("share").to_list(), strict=True
+        ):
+            x = left + (segs - 1) * slot
+            draw.rectangle(
+                [x + 0.15 * slot, y0 - share * (y0 - y1), x + 0.85 * slot, y0], fill=(31, 119, 180)
+            )
+            draw.text((x + 0.45 * slot, y0 + 8), str(segs), fill="black", font=font)
+        draw.text(
+            (left, 4), f"share of rollouts by segments per rollout, step {step}", fill="black", font=font
+        )
+        out.append((int(step), image))
+    return out
+
+
+# --- the UI ---
+
+
+def ui_command(store: Store, host: str = "127.0.0.1", port: int = 5000, workers: int = 1) -> list[str]:
+    """The ``mlflow ui`` command line for ``store``, bound to ``host`` only."""
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        store.tracking_uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    if store.artifact_root:
+        cmd += ["--default-artifact-root", store.artifact_root]
+    return cmd
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex((host, port)) != 0
+
+
+def wait_for_server(url: str, timeout: float = 60.0, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Poll ``url`` until it answers 200 (True) or ``timeout`` passes or ``alive()`` turns False."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False

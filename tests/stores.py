@@ -1,0 +1,70 @@
+"""Shared by the sweep and tracking tests: a sweep's two stores in a tmp folder, the toy backend, the CLI."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simlab.cli import app
+
+TOY = "tests.sweep.toy:BACKEND"
+
+
+@dataclass(frozen=True)
+class Stores:
+    folder: Path
+    tracking_uri: str
+    storage: Path
+
+    def args(self) -> list[str]:
+        return ["--tracking-uri", self.tracking_uri, "--storage", str(self.storage), "--trial", TOY]
+
+    def written(self) -> list[Path]:
+        return sorted(p for p in self.folder.rglob("*"))
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Stores:
+    """An empty folder for both stores (bad-spec tests check that it stays empty)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    return Stores(folder, f"sqlite:///{folder / 'mlflow.db'}", folder / "journal.log")
+
+
+@functools.cache
+def _template_db() -> Path:
+    # one per test process, however many conftests import the fixture below
+    from simlab import tracking
+
+    folder = Path(tempfile.mkdtemp(prefix="simlab-mlflow-template-"))
+    tracking.prepare(tracking.resolve_store(f"sqlite:///{folder / 'mlflow.db'}")).search_experiments()
+    return folder / "mlflow.db"
+
+
+@pytest.fixture(scope="session")
+def empty_mlflow_db() -> Path:
+    """An initialised, empty MLflow sqlite store (creating the tables takes seconds; copy this instead)."""
+    return _template_db()
+
+
+@pytest.fixture
+def ready_stores(stores: Stores, empty_mlflow_db: Path) -> Stores:
+    """Like ``stores``, with the MLflow tables already created."""
+    shutil.copy(empty_mlflow_db, stores.folder / "mlflow.db")
+    return stores
+
+
+def run_cli(args: list[str]):
+    return CliRunner().invoke(app, args)
+
+
+def write_spec(folder: Path, text: str, name: str = "spec.toml") -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,98 @@
+"""The runner on real stores: enqueue exactly once, diverged trials recorded, runs nested, resume no-op."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from simlab import tracking
+from simlab.sweep import parse_spec
+from simlab.sweep.runner import enqueue_missing, open_storage
+from tests.stores import Stores, run_cli, write_spec
+
+SPEC = """
+name = "toy"
+seeds = [0, 1]
+[base.overrides]
+train.steps = 6
+[space]
+train.lr = [0.1, 5.0]          # 5.0 diverges: the step size is above 2 / curvature
+train.overlong_mask = [true, false]
+[objective]
+metric = "eval/compacted_success"
+"""
+
+
+def test_enqueue_each_cell_exactly_once(tmp_path: Path) -> None:
+    spec = parse_spec(tomllib.loads(SPEC))
+    storage = open_storage(str(tmp_path / "journal.log"))
+    study = optuna.create_study(study_name=spec.name, storage=storage)
+    assert enqueue_missing(study, spec) == 8
+    assert enqueue_missing(study, spec) == 0  # a second coordinator (or a rerun) adds nothing
+    cells = [t.user_attrs["cell"] for t in study.get_trials()]
+    assert sorted(cells) == sorted(c.key for c in spec.cells())
+    # a cell whose trial failed for a reason other than divergence is queued again, once
+    first = study.get_trials()[0]
+    storage.set_trial_state_values(first._trial_id, TrialState.RUNNING)
+    storage.set_trial_user_attr(first._trial_id, "failure", "killed")
+    storage.set_trial_state_values(first._trial_id, TrialState.FAIL)
+    assert enqueue_missing(study, spec) == 1
+    assert enqueue_missing(study, spec) == 0
+
+
+def test_sweep_records_diverged_trials_and_continues(ready_stores: Stores, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, SPEC)
+    result = run_cli(["sweep", str(spec), "--workers", "1", "--no-progress", *ready_stores.args()])
+    assert result.exit_code == 0, result.output
+    assert "results table:" in result.output
+
+    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    by_state: dict[TrialState, list[optuna.trial.FrozenTrial]] = {}
+    for t in study.get_trials():
+        by_state.setdefault(t.state, []).append(t)
+    assert len(by_state[TrialState.COMPLETE]) == 4
+    assert len(by_state[TrialState.FAIL]) == 4
+    for t in by_state[TrialState.FAIL]:
+        assert t.params["train.lr"] == 5.0
+        assert t.user_attrs["failure"] == "diverged"
+        assert "TrainingDiverged" in t.user_attrs["reason"]
+
+    client = tracking.resolve_store(ready_stores.tracking_uri).client()
+    experiment = client.get_experiment_by_name("toy")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get(tracking.ROLE_TAG) == "parent"]
+    children = [r for r in runs if r.data.tags.get(tracking.ROLE_TAG) == "trial"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 8
+    assert {r.data.tags[tracking.PARENT_TAG] for r in children} == {parents[0].info.run_id}
+    failed = [r for r in children if r.info.status == "FAILED"]
+    assert len(failed) == 4
+    assert all("TrainingDiverged" in r.data.tags[tracking.REASON_TAG] for r in failed)
+    done = next(r for r in children if r.info.status == "FINISHED")
+    assert done.data.params["train.lr"] == "0.1" and "train.seed" in done.data.params
+    assert done.data.tags["simlab.estimator"] == "rollout_group" and "simlab.git_commit" in done.data.tags
+    history = client.get_metric_history(done.info.run_id, "compaction_rate")
+    assert [m.step for m in history] == list(range(6))
+    artifacts = {a.path for a in client.list_artifacts(done.info.run_id, "figures")}
+    assert "figures/learning_curve.png" in artifacts
+
+    summary = (Path(ready_stores.folder) / "sweeps" / "toy" / "summary.csv").read_text()
+    assert "lr=0.1" in summary and "lr=5.0" in summary
+
+    # rerunning the same command runs nothing: completed and diverged cells are results
+    again = run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()])
+    assert again.exit_code == 0, again.output
+    assert "0 of 8 trial(s) to run" in again.output
+    assert len(study.get_trials()) == 8
+
+
+def test_changed_spec_under_the_same_name_is_refused(ready_stores: Stores, tmp_path: Path) -> None:
+    small = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1]").replace("[true, false]", "[true]")
+    spec = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0]"))
+    assert run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()]).exit_code == 0
+    changed = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0, 2]"), "changed.toml")
+    result = run_cli(["sweep", str(changed), "--no-progress", *ready_stores.args()])
+    assert result.exit_code == 2 and "made from a different spec" in result.output
