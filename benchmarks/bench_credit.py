@@ -111,7 +111,7 @@ def main() -> None:
     print(f"{'what':<45} {'ms':>10} {'x vs time_loop':>15} {'x of copy floor':>16} {'Mtok/s':>9}")
     for what, sec in results.items():
         print(
-            f"{what:<45} {sec * 1e3:>10.2f} {base / sec:>15.1f} {sec / floor:>16.2f} {n_tok / sec / 1e6:>9.0f}"  # noqa: E501
+            f"{what:<45} {sec * 1e3:>10.2f} {base / sec:>15.1f} {sec / floor:>16.2f} {n_tok / sec / 1e6:>9.0f}"
         )
     slowest = max((s for w, s in results.items() if w.startswith(("estimator", "normaliser"))))
     verdict = "meets" if base / slowest >= 5 else "MISSES"

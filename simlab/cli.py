@@ -5,7 +5,6 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -65,13 +64,6 @@ def audit(
     except (AuditDataError, OutputDirError) as exc:
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
-def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
 @app.command()
 def inspect(
     task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
@@ -92,6 +84,9 @@ def inspect(
     discard: Optional[bool] = typer.Option(None, "--discard/--no-discard", help="SUPO discard rule."),  # noqa: UP045
     summariser: Optional[str] = typer.Option(None, help="self, none, or a reference agent name."),  # noqa: UP045
     set_: list[str] = typer.Option([], "--set", help="Task field override KEY=VALUE (repeatable)."),  # noqa: B008
+    vs_sliding: bool = typer.Option(
+        False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
@@ -100,22 +95,45 @@ def inspect(
 
     from tqdm import tqdm
 
+    from simlab.config import parse_value
     from simlab.harness.stats import format_stats, inspect_preset
 
-    harness = {k: v for k, v in dict(
-        trigger=trigger, window=window, frac=frac, t_comp=t_comp, chunk_steps=chunk_steps,
-        summary_tokens=summary_tokens, tail_steps=tail_steps, max_compactions=max_compactions,
-        max_steps=max_steps, discard=discard, summariser=summariser).items() if v is not None}
+    harness = {
+        k: v
+        for k, v in dict(
+            trigger=trigger,
+            window=window,
+            frac=frac,
+            t_comp=t_comp,
+            chunk_steps=chunk_steps,
+            summary_tokens=summary_tokens,
+            tail_steps=tail_steps,
+            max_compactions=max_compactions,
+            max_steps=max_steps,
+            discard=discard,
+            summariser=summariser,
+        ).items()
+        if v is not None
+    }
     overrides: dict[str, Any] = {}
     for item in set_:
         key, sep, value = item.partition("=")
         if not sep:
             raise fail(f"`--set {item!r}` is invalid; use KEY=VALUE, e.g. --set noise=0.1")
-        overrides[key.strip()] = _literal(value.strip())
-    bar = tqdm(total=episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
+        overrides[key.strip()] = parse_value(value.strip())
+    runs = 2 if vs_sliding else 1
+    bar = tqdm(
+        total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
+    )
+    common: dict[str, Any] = dict(
+        episodes=episodes, batch=batch, seed=seed, quality=quality, task=overrides, progress=bar.update
+    )
     try:
-        stats = inspect_preset(task, agent, episodes=episodes, batch=batch, seed=seed, quality=quality,
-                               harness=harness, task=overrides, progress=bar.update)
+        stats = inspect_preset(task, agent, harness=harness, **common)
+        if vs_sliding:
+            base = inspect_preset(task, agent, harness={**harness, "trigger": "sliding"}, **common)
+            stats["sliding_success_rate"] = base["success_rate"]
+            stats["summary_gap"] = stats["success_rate"] - base["success_rate"]
     except ValueError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -124,7 +142,13 @@ def inspect(
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
         typer.echo(json.dumps(clean, indent=2))
     else:
-        typer.echo(format_stats(stats, f"{task} | agent={agent} q={quality} | trigger={stats['trigger']}"))
+        who = f"agent={agent}" + (f" q={quality}" if agent == "scripted" else "")
+        typer.echo(format_stats(stats, f"{task} | {who} | trigger={stats['trigger']}"))
+        if vs_sliding:
+            typer.echo(
+                f"  vs sliding       {stats['sliding_success_rate']:.3f} without a summary; "
+                f"the summary is worth {stats['summary_gap']:+.3f}"
+            )
 
 
 @app.command()

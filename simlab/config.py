@@ -105,6 +105,8 @@ class TrainConfig:
     """Sampling temperature during training rollouts."""
     entropy_coef: float = 0.0
     """Entropy bonus (0: none, as SUPO)."""
+    summariser_checkpoint: str | None = None
+    """With ``harness.summariser='frozen'``: the frozen summariser's checkpoint (default: the base)."""
 
     def validate(self, prefix: str = "train") -> None:
         check_choice(f"{prefix}.recipe", self.recipe, RECIPES.names())
@@ -151,6 +153,9 @@ class TrainConfig:
         _check_positive(f"{prefix}.max_grad_norm", self.max_grad_norm)
         _check_positive(f"{prefix}.temperature", self.temperature)
         check_float(f"{prefix}.entropy_coef", self.entropy_coef, 0.0, 1.0)
+        if self.summariser_checkpoint is not None and not Path(self.summariser_checkpoint).is_file():
+            raise ConfigError(f"`{prefix}.summariser_checkpoint={self.summariser_checkpoint!r}` is invalid; "
+                              "no such checkpoint file")
 
     def estimator_options(self) -> dict[str, Any]:
         """Keyword options for ``simlab.credit.advantages``."""

@@ -101,10 +101,12 @@ _add(Recipe("react", "ReAct baseline: full history, no compaction; overlong when
 _add(Recipe("sliding", "Truncation baseline: drop the oldest steps, no summary",
             _fixed(trigger="sliding"), _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("mem1", "MEM1-like: rewrite a constant-size state after every step",
-            _fixed(trigger="every_step", summariser="self", tail_steps=0),
+            lambda p: {"trigger": "every_step", "summariser": "self", "tail_steps": 0,
+                       "max_compactions": int(p.get("max_steps", 64))},  # a rewrite per step: S never binds
             _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("memagent", "MemAgent-like: summarise every fixed number of steps, overwriting the memory",
-            _fixed(trigger="chunked", summariser="self", tail_steps=0),
+            lambda p: {"trigger": "chunked", "summariser": "self", "tail_steps": 0,
+                       "max_compactions": int(p.get("max_steps", 64))},  # one memory write per chunk
             _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("grpo", "Plain GRPO with no compaction at the same effective horizon L x (S+1)",
             _matched_window, _train(estimator="rollout_group", normaliser="token")))

@@ -29,7 +29,7 @@ import tasks  # noqa: F401  (registers the simlab/ envs)
 from simlab import credit
 from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
-from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
+from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
 from simlab.harness.phases import phase_table
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
@@ -37,6 +37,7 @@ from simlab.policy.decode import score_tokens
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
+from simlab.summarisers import SUMMARISERS
 from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
 
 
@@ -133,6 +134,7 @@ def collect(
     greedy: bool = False,
     generator: torch.Generator | None = None,
     teacher: str | None = None,
+    base_path: Path | None = None,
 ) -> tuple[RolloutBatch, Any, int]:
     """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
 
@@ -140,9 +142,7 @@ def collect(
     """
     n = prompts * group_size
     env = make_env(cfg, n)
-    frozen = None
-    if harness.summariser not in ("self", "none"):
-        frozen = make_agent(harness.summariser, env, seed=seed + 7, quality=cfg.base.quality)
+    frozen = SUMMARISERS.get(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:
         rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,
                           quality=cfg.base.quality)
@@ -170,7 +170,7 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
     return out
 
 
-def evaluate(cfg: RunConfig, policy: Policy) -> dict[str, float]:
+def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> dict[str, float]:
     """Held-out success in both configurations: compacted (the run's harness) and single-window."""
     out: dict[str, float] = {}
     configs = [("eval/compacted", cfg.harness)]
@@ -179,7 +179,7 @@ def evaluate(cfg: RunConfig, policy: Policy) -> dict[str, float]:
     gen = torch.Generator(device=policy.device).manual_seed(cfg.eval.seed)
     for prefix, harness in configs:
         rb, _, _ = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
-                           seed=cfg.eval.seed, generator=gen)
+                           seed=cfg.eval.seed, generator=gen, base_path=base_path)
         out.update(rollout_metrics(rb, prefix))
     return out
 
@@ -247,8 +247,9 @@ class StepResult:
 class Trainer:
     """RL from the base checkpoint with the run's recipe."""
 
-    def __init__(self, cfg: RunConfig, policy: Policy) -> None:
+    def __init__(self, cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> None:
         self.cfg = cfg
+        self.base_path = base_path
         self.policy = policy
         self.device = policy.device
         t = cfg.train
@@ -268,7 +269,7 @@ class Trainer:
         t = self.cfg.train
         seed = int(self.rng.integers(0, self.cfg.eval.seed - t.prompts))
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
-                       group_size=t.group_size, seed=seed, generator=self.gen)
+                       group_size=t.group_size, seed=seed, generator=self.gen, base_path=self.base_path)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
         if self.critic is None:
@@ -420,10 +421,11 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
     t = cfg.train
     base_path = base_checkpoint(cfg, Path(store))
     torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
-    policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device)
+    policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device,
+                                expected_meta={"v_sum": cfg.harness.v_sum})
     if (cfg.train.critic == "head") != (policy.value is not None):
         policy = _with_value_head(policy, cfg)
-    trainer = Trainer(cfg, policy)
+    trainer = Trainer(cfg, policy, base_path)
     bar = tqdm(total=t.value_pretrain_steps + t.steps, desc="train", disable=not progress, leave=False)
     final: dict[str, float] = {}
     with contextlib.closing(bar):
@@ -434,7 +436,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
         for step in range(t.steps + 1):
             metrics: dict[str, float] = {}
             if step % cfg.eval.every == 0 or step == t.steps:
-                final = evaluate(cfg, policy)
+                final = evaluate(cfg, policy, base_path)
                 metrics.update(final)
             if step < t.steps:
                 metrics.update(trainer.step(step))

@@ -2,7 +2,7 @@
 
 ``import tasks`` registers ``simlab/KeyRecall-v0`` and ``simlab/PointerChase-v0``, each with a single
 env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token protocol they
-follow is in ``docs/protocol.md``; named parameter sets are in ``tasks.presets``.
+follow is in the README's token-protocol section; named parameter sets are in ``tasks.presets``.
 """
 
 import gymnasium

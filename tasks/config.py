@@ -27,8 +27,9 @@ def check_int(path: str, value: Any, lo: int, hi: int | None = None) -> None:
     raise ConfigError(f"`{path}={value!r}` is invalid; choose {allowed}")
 
 
-def check_float(path: str, value: Any, lo: float, hi: float, *, lo_open: bool = False,
-                hi_open: bool = False) -> None:
+def check_float(
+    path: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False
+) -> None:
     """Raise ``ConfigError`` unless ``value`` is a finite real in the stated interval."""
     ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(float(value))
     if ok:
@@ -105,8 +106,9 @@ class TaskConfig:
         names = {f.name for f in fields(self)}
         for key in changes:
             if key not in names:
-                raise ConfigError(f"`task.{key}` is not a field of {type(self).__name__}; "
-                                  f"choose one of {sorted(names)}")
+                raise ConfigError(
+                    f"`task.{key}` is not a field of {type(self).__name__}; choose one of {sorted(names)}"
+                )
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
         for key, value in changes.items():
             kwargs[key] = tuple(value) if isinstance(value, list) else value
@@ -138,8 +140,10 @@ class KeyRecallConfig(TaskConfig):
         check_float(f"{prefix}.fact_frac", self.fact_frac, 0.0, 1.0, lo_open=True)
         check_float(f"{prefix}.zipf", self.zipf, 0.0, 10.0)
         if self.num_facts > self.horizon[0] - 1:
-            raise ConfigError(f"`{prefix}.num_facts={self.num_facts}` is invalid; choose an integer in "
-                              f"[1, {self.horizon[0] - 1}] (horizon[0] - 1, one fact per step)")
+            raise ConfigError(
+                f"`{prefix}.num_facts={self.num_facts}` is invalid; choose an integer in "
+                f"[1, {self.horizon[0] - 1}] (horizon[0] - 1, one fact per step)"
+            )
 
 
 @dataclass(frozen=True)

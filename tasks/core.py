@@ -9,6 +9,7 @@ vector env reset with ``seed=s`` is exactly the instance a single env reset with
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,22 +46,47 @@ def episode_keys(base_seeds: IntArray, episodes: IntArray) -> KeyArray:
         return _splitmix(b ^ _splitmix(np.asarray(episodes).astype(np.uint64) + np.uint64(1)))
 
 
+@functools.lru_cache(maxsize=256)
+def _counter_hash(stream: int, size: int) -> KeyArray:
+    """The key-independent half of a draw; cached because every reset asks for the same ones."""
+    counter = np.arange(size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 32)
+    with np.errstate(over="ignore"):
+        out = _splitmix(counter)
+    out.setflags(write=False)
+    return out
+
+
 def uniform(keys: KeyArray, stream: int, shape: tuple[int, ...]) -> FloatArray:
     """(n, *shape) floats in [0, 1) from ``keys``; each ``stream`` is an independent draw."""
     size = int(np.prod(shape)) if shape else 1
-    counter = np.arange(size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 32)
     with np.errstate(over="ignore"):
-        bits = _splitmix(keys[:, None] ^ _splitmix(counter)[None, :])
+        bits = _splitmix(keys[:, None] ^ _counter_hash(stream, size)[None, :])
     u = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     return u.reshape((keys.size, *shape))
 
 
-def randint(keys: KeyArray, stream: int, shape: tuple[int, ...], low: IntArray | int,
-            high: IntArray | int) -> IntArray:
+def randint(
+    keys: KeyArray, stream: int, shape: tuple[int, ...], low: IntArray | int, high: IntArray | int
+) -> IntArray:
     """Integers in ``[low, high)``; ``low``/``high`` broadcast against ``(n, *shape)``."""
     u = uniform(keys, stream, shape)
     lo = np.asarray(low)
     return (lo + np.floor(u * (np.asarray(high) - lo))).astype(np.int64)
+
+
+def small_ints(keys: KeyArray, stream: int, shape: tuple[int, ...], low: int, high: int) -> IntArray:
+    """Integers in ``[low, high)`` (``high - low <= 4096``) from 16-bit slices of each hash.
+
+    Four draws per hash: the bulk filler tokens are most of an episode's randomness. The modulo bias
+    is below ``(high - low) / 65536`` (0.1% at 64 content tokens), harmless for distractors.
+    """
+    n = keys.size
+    size = int(np.prod(shape))
+    words = -(-size // 4)
+    with np.errstate(over="ignore"):
+        bits = _splitmix(keys[:, None] ^ _counter_hash(stream, words)[None, :])
+    parts = bits.astype("<u8").view("<u2").reshape(n, 4 * words)[:, :size]  # fixed byte order
+    return (low + parts.astype(np.int64) % (high - low)).reshape((n, *shape))
 
 
 @dataclass(frozen=True)
@@ -101,8 +127,9 @@ def initial_state(n: int) -> StepState:
     return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_))
 
 
-def step(inst: Instances, state: StepState, actions: IntArray
-         ) -> tuple[IntArray, FloatArray, BoolArray, StepState]:
+def step(
+    inst: Instances, state: StepState, actions: IntArray
+) -> tuple[IntArray, FloatArray, BoolArray, StepState]:
     """One step of every instance: the single pure dynamics function of all simlab tasks.
 
     Steps ``t < horizon`` check the action against ``expected`` (a miss is fatal, but the episode runs
@@ -114,18 +141,26 @@ def step(inst: Instances, state: StepState, actions: IntArray
         obs (n, O), reward (n,), terminated (n,), next state.
     """
     n, h, o = inst.obs.shape
-    rows = np.arange(n)
     t = state.t
-    slip_t = np.minimum(t, h)
-    a = np.where(inst.slip[rows, slip_t], inst.slip_action[rows, slip_t], actions)
+    # flat row-major indices: np.take on a flat view is several times cheaper than 2-D fancy indexing
+    base = np.arange(n) * h
+    at_slip = base + np.arange(n) + np.minimum(t, h)  # slip arrays are (n, H+1)
+    a = np.where(inst.slip.ravel().take(at_slip), inst.slip_action.ravel().take(at_slip), actions)
     moving = t < inst.horizon
-    ti = np.minimum(t, h - 1)
-    expected = inst.expected[rows, ti]
+    at = base + np.minimum(t, h - 1)
+    expected = inst.expected.ravel().take(at)
     failed = state.failed | (moving & (expected != ANY_ACTION) & (a != expected))
     terminated = ~moving
     reward = (terminated & ~failed & (a == inst.answer)).astype(np.float64)
-    obs = np.where(moving[:, None], inst.obs[rows, ti], vocab.PAD)
+    obs = inst.obs.reshape(n * h, o).take(at, axis=0)
+    if terminated.any():
+        obs[terminated] = vocab.PAD
     return obs, reward, terminated, StepState(t=t + 1, failed=failed)
+
+
+def take_rows(inst: Instances, rows: IntArray) -> Instances:
+    """The instances at ``rows``, copied."""
+    return Instances(**{f: getattr(inst, f)[rows] for f in Instances.__dataclass_fields__})
 
 
 def replace_rows(inst: Instances, rows: IntArray, new: Instances) -> None:
@@ -148,6 +183,13 @@ class Layout:
     """(n, H, O) distractor content tokens, PAD beyond each step's length."""
     slip: BoolArray
     slip_action: IntArray
+
+    def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
+                  target: IntArray) -> Instances:
+        """Complete a task's episode arrays with this layout's horizon, hardness and slips."""
+        return Instances(prompt=pad_row(prompt, obs.shape[2]), obs=obs, expected=expected, answer=answer,
+                         horizon=self.horizon, hard=self.hard, target=target, slip=self.slip,
+                         slip_action=self.slip_action)
 
 
 def obs_width(cfg: TaskConfig, prompt_len: int) -> int:
@@ -172,12 +214,13 @@ def draw_layout(keys: KeyArray, cfg: TaskConfig, width: int) -> Layout:
     lengths = randint(keys, 2, (h,), cfg.obs_tokens[0], cfg.obs_tokens[1] + 1) + padded[:, None] * extra
     tail = uniform(keys, 3, (h,)) < cfg.tail_prob
     lengths = np.where(tail, cfg.tail_tokens, lengths)
-    filler = randint(keys, 4, (h, width), vocab.FIRST_CONTENT, cfg.vocab_size)
+    filler = small_ints(keys, 4, (h, width), vocab.FIRST_CONTENT, cfg.vocab_size)
     filler[np.arange(width)[None, None, :] >= lengths[:, :, None]] = vocab.PAD
     slip = uniform(keys, 5, (h + 1,)) < cfg.noise
     slip_action = randint(keys, 6, (h + 1,), vocab.FIRST_CONTENT, cfg.vocab_size)
-    return Layout(horizon=horizon, hard=hard, lengths=lengths, filler=filler, slip=slip,
-                  slip_action=slip_action)
+    return Layout(
+        horizon=horizon, hard=hard, lengths=lengths, filler=filler, slip=slip, slip_action=slip_action
+    )
 
 
 def pad_row(tokens: IntArray, width: int) -> IntArray:
@@ -189,6 +232,6 @@ def pad_row(tokens: IntArray, width: int) -> IntArray:
 
 def summary_block(ctx: IntArray, start: int) -> IntArray:
     """The tokens after the SUMMARY marker at ``start``, up to the next harness marker."""
-    rest = ctx[start + 1:]
+    rest = ctx[start + 1 :]
     stops = np.flatnonzero((rest == vocab.ACT) | (rest == vocab.ANSWER) | (rest == vocab.VSUM))
     return rest[: stops[0]] if stops.size else rest

@@ -67,7 +67,7 @@ def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, A
 
 
 def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
-    """The protocol metadata the harness reads (see docs/protocol.md)."""
+    """The protocol metadata the harness reads (see the README's token-protocol section)."""
     return {
         "render_modes": [],
         "simlab_task": task.name,
@@ -89,7 +89,7 @@ def _check_actions(actions: Any, vocab_size: int) -> IntArray:
     return a.astype(np.int64)
 
 
-class TokenTaskEnv(gym.Env[IntArray, int]):
+class TokenTaskEnv(gym.Env[IntArray, Any]):
     """A simlab task as a single Gymnasium env; see the task class docstring for its spec."""
 
     task: ClassVar[TaskSpec]
@@ -98,7 +98,9 @@ class TokenTaskEnv(gym.Env[IntArray, int]):
         self.config = _configure(self.task, config, overrides)
         self.render_mode = render_mode
         self.width = core.obs_width(self.config, self.task.prompt_len(self.config))
-        self.observation_space = spaces.MultiDiscrete(np.full(self.width, self.config.vocab_size), dtype=np.int64)
+        self.observation_space = spaces.MultiDiscrete(
+            np.full(self.width, self.config.vocab_size), dtype=np.int64
+        )
         self.action_space = spaces.Discrete(self.config.vocab_size)
         self.metadata = _metadata(self.task, self.config)
         self.solver = self.task.solver_cls(self.config)
@@ -107,8 +109,9 @@ class TokenTaskEnv(gym.Env[IntArray, int]):
         self.instances: core.Instances | None = None
         self._state = core.initial_state(1)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[IntArray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[IntArray, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
             self._base, self._episode = int(seed), 0
@@ -129,7 +132,7 @@ class TokenTaskEnv(gym.Env[IntArray, int]):
         return obs[0], float(reward[0]), bool(terminated[0]), False, {"failed": bool(self._state.failed[0])}
 
 
-class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
+class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
     """A simlab task as a native, numpy-batched Gymnasium vector env (NEXT_STEP autoreset).
 
     ``reset(seed=s)`` seeds env i with ``s + i``, like ``SyncVectorEnv``; env i then produces exactly
@@ -137,9 +140,16 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
     """
 
     task: ClassVar[TaskSpec]
+    refill_share: float = 0.125
+    """Redraw buffered next episodes once this share of envs has used theirs."""
 
-    def __init__(self, num_envs: int = 1, config: TaskConfig | None = None, render_mode: str | None = None,
-                 **overrides: Any):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        config: TaskConfig | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"`num_envs={num_envs!r}` is invalid; choose an integer >= 1")
         self.config = _configure(self.task, config, overrides)
@@ -147,7 +157,8 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
         self.render_mode = render_mode
         self.width = core.obs_width(self.config, self.task.prompt_len(self.config))
         self.single_observation_space = spaces.MultiDiscrete(
-            np.full(self.width, self.config.vocab_size), dtype=np.int64)
+            np.full(self.width, self.config.vocab_size), dtype=np.int64
+        )
         self.single_action_space = spaces.Discrete(self.config.vocab_size)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -157,10 +168,15 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
         self._episode = np.zeros(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self.instances: core.Instances | None = None
+        self._next: core.Instances | None = None
+        """Every env's next episode, drawn ahead in bulk: autoresets copy rows instead of drawing
+        a handful of instances per step, which is what makes the batched step cheap."""
+        self._stale = np.zeros(num_envs, dtype=np.bool_)
         self._state = core.initial_state(num_envs)
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[IntArray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[IntArray, dict[str, Any]]:
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             if len(seeds) != self.num_envs:
@@ -173,12 +189,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
         else:
             self._episode += 1
         self.instances = self.task.generate(core.episode_keys(self._base, self._episode), self.config)
+        self._next = self.task.generate(core.episode_keys(self._base, self._episode + 1), self.config)
+        self._stale[:] = False
         self._state = core.initial_state(self.num_envs)
         self._autoreset[:] = False
         return self.instances.prompt.copy(), {"hard": self.instances.hard.copy()}
 
-    def step(self, actions: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, dict[str, Any]]:
-        if self.instances is None or self._base is None:
+    def step(self, actions: IntArray) -> tuple[IntArray, Any, Any, Any, dict[str, Any]]:
+        if self.instances is None or self._next is None or self._base is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(actions, self.config.vocab_size).reshape(self.num_envs)
         obs, reward, terminated, state = core.step(self.instances, self._state, a)
@@ -186,9 +204,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
         if rows.size:
             # NEXT_STEP autoreset: an env that terminated last step starts its next episode now and
             # ignores its action (the transition it returns is the reset, with reward 0)
+            if self._stale[rows].any():
+                self._refill()
             self._episode[rows] += 1
-            fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows]), self.config)
+            fresh = core.take_rows(self._next, rows)
             core.replace_rows(self.instances, rows, fresh)
+            self._stale[rows] = True
+            if self._stale.sum() >= self.refill_share * self.num_envs:
+                self._refill()
             obs[rows] = fresh.prompt
             reward[rows] = 0.0
             terminated[rows] = False
@@ -198,6 +221,14 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, IntArray]):
         self._autoreset = terminated.copy()
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         return obs, reward, terminated, truncated, {}
+
+    def _refill(self) -> None:
+        """Draw the next episode of every env whose buffered one was used."""
+        assert self._next is not None and self._base is not None
+        rows = np.flatnonzero(self._stale)
+        fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows] + 1), self.config)
+        core.replace_rows(self._next, rows, fresh)
+        self._stale[rows] = False
 
 
 _TASK_DOC = """
@@ -224,14 +255,17 @@ _TASK_DOC = """
 
 
 class KeyRecallEnv(TokenTaskEnv):
-    __doc__ = """KeyRecall: remember the fact that will be asked about.
+    __doc__ = (
+        """KeyRecall: remember the fact that will be asked about.
 
     ``num_facts`` facts ``FACT key value`` appear in the first ``fact_frac`` of the horizon, inside
     distractor tokens; the last observation is ``key QUERY`` and the answer is that key's value.
     Low-id keys are asked more often (``zipf``), so a summary that cannot hold every fact should keep
     the hot ones. Actions before the query are ignored (``NEXT`` is the sensible one). In a hard
     instance the asked fact is never shown.
-    """ + _TASK_DOC
+    """
+        + _TASK_DOC
+    )
     task = KEY_RECALL
 
 
@@ -241,13 +275,16 @@ class KeyRecallVectorEnv(TokenTaskVectorEnv):
 
 
 class PointerChaseEnv(TokenTaskEnv):
-    __doc__ = """PointerChase: follow links, keep a running sum.
+    __doc__ = (
+        """PointerChase: follow links, keep a running sum.
 
     The prompt is ``TASK start LINK a b ...``; every later observation opens with a step index and
     holds the next table of ``num_pairs`` ``LINK a b`` pairs. The action is the node the current
     node links to; a wrong move is fatal. The answer is the sum of the visited nodes mod
     ``num_nodes``. In a hard instance one table lacks the true pair.
-    """ + _TASK_DOC
+    """
+        + _TASK_DOC
+    )
     task = POINTER_CHASE
 
 

@@ -67,16 +67,12 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig) -> core.Instances:
     obs[rows, last, qlen - 2] = target
     obs[rows, last, qlen - 1] = vocab.QUERY
 
-    return core.Instances(
-        prompt=core.pad_row(np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)), width),
+    return lay.instances(
+        prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)),
         obs=obs,
         expected=np.full((n, h), core.ANY_ACTION, dtype=np.int64),
         answer=v0 + fact_value[rows, q],
-        horizon=lay.horizon,
-        hard=lay.hard,
         target=target,
-        slip=lay.slip,
-        slip_action=lay.slip_action,
     )
 
 
@@ -129,6 +125,5 @@ class KeyRecallSolver:
                 chosen.insert(0, target)
         out = np.full(m, vocab.PAD, dtype=np.int64)
         for i, k in enumerate(chosen[: m // 2]):
-            out[2 * i: 2 * i + 2] = (k, known[k])
+            out[2 * i : 2 * i + 2] = (k, known[k])
         return out
-

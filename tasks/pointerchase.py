@@ -34,7 +34,9 @@ def generate(keys: KeyArray, cfg: PointerChaseConfig) -> core.Instances:
 
     start = core.randint(keys, 10, (), 0, nn)
     hops = core.randint(keys, 11, (h,), 1, nn)  # never stay in place
-    path = np.concatenate([start[:, None], (start[:, None] + np.cumsum(hops, axis=1)) % nn], axis=1)  # (n, H+1)
+    path = np.concatenate(
+        [start[:, None], (start[:, None] + np.cumsum(hops, axis=1)) % nn], axis=1
+    )  # (n, H+1)
 
     # table for move t: P pairs, distractor sources differ from the true one so exactly one matches
     src = (path[:, :h, None] + core.randint(keys, 12, (h, p), 1, nn)) % nn
@@ -52,24 +54,14 @@ def generate(keys: KeyArray, cfg: PointerChaseConfig) -> core.Instances:
     # observation t (after move t) opens with the index t+1 and holds the table for move t+1
     obs = lay.filler.copy()
     obs[:, :, 0] = index_token(cfg, np.arange(1, h + 1))[None, :]
-    obs[:, : h - 1, 1: 1 + 3 * p] = tables[:, 1:]
+    obs[:, : h - 1, 1 : 1 + 3 * p] = tables[:, 1:]
     last = lay.horizon - 1
-    obs[rows, last, 1: 1 + 3 * p] = lay.filler[rows, last, 1: 1 + 3 * p]
+    obs[rows, last, 1 : 1 + 3 * p] = lay.filler[rows, last, 1 : 1 + 3 * p]
     obs[rows, last, lay.lengths[rows, last] - 1] = vocab.QUERY
 
     visited = np.cumsum(path[:, 1:], axis=1)  # (n, H) running sum after move t
     answer = node0 + visited[rows, last] % nn
-    return core.Instances(
-        prompt=core.pad_row(prompt, width),
-        obs=obs,
-        expected=node0 + path[:, 1:],
-        answer=answer,
-        horizon=lay.horizon,
-        hard=lay.hard,
-        target=answer,
-        slip=lay.slip,
-        slip_action=lay.slip_action,
-    )
+    return lay.instances(prompt=prompt, obs=obs, expected=node0 + path[:, 1:], answer=answer, target=answer)
 
 
 class PointerChaseSolver:

@@ -1,7 +1,7 @@
 """Task presets: named parameter sets sized for a tiny transformer on a 2-core CPU.
 
 Each preset pairs a task config with the harness settings it was calibrated under (window W, trigger,
-summary length m, tail k, caps S and H). ``simlab inspect --task NAME`` runs one; docs/presets.md has
+summary length m, tail k, caps S and H). ``simlab inspect --task NAME`` runs one; the README's preset table has
 their oracle / scripted / random success rates.
 """
 
@@ -30,25 +30,48 @@ _PC = "simlab/PointerChase-v0"
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("keyrecall-tiny", _KR, KeyRecallConfig(),
-               dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=6, max_steps=40),
-               "6 facts, a 3-fact summary, ~2-3 compactions per rollout"),
-        Preset("keyrecall-heavy", _KR,
-               KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
-               dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),
-               "heavy-tail observations of 40 tokens: the discard rule matters"),
-        Preset("keyrecall-corr-pos", _KR, KeyRecallConfig(compaction_reward_corr=0.8),
-               dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=40),
-               "easy instances get padded: more compactions go with success"),
-        Preset("keyrecall-corr-neg", _KR, KeyRecallConfig(compaction_reward_corr=-0.8),
-               dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=40),
-               "hard instances get padded: more compactions go with failure (the seed's bad case)"),
-        Preset("pointerchase-tiny", _PC, PointerChaseConfig(),
-               dict(window=96, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=8, max_steps=40),
-               "12 nodes, 2 links per table, 16-24 moves, a 4-token state summary"),
-        Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
-               dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
-               "32-48 moves: credit must cross many segments"),
+        Preset(
+            "keyrecall-tiny",
+            _KR,
+            KeyRecallConfig(),
+            dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=6, max_steps=40),
+            "6 facts, a 3-fact summary, ~2-3 compactions per rollout",
+        ),
+        Preset(
+            "keyrecall-heavy",
+            _KR,
+            KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
+            dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),
+            "heavy-tail observations of 40 tokens: the discard rule matters",
+        ),
+        Preset(
+            "keyrecall-corr-pos",
+            _KR,
+            KeyRecallConfig(compaction_reward_corr=0.8),
+            dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=40),
+            "easy instances get padded: more compactions go with success",
+        ),
+        Preset(
+            "keyrecall-corr-neg",
+            _KR,
+            KeyRecallConfig(compaction_reward_corr=-0.8),
+            dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=40),
+            "hard instances get padded: more compactions go with failure (the seed's bad case)",
+        ),
+        Preset(
+            "pointerchase-tiny",
+            _PC,
+            PointerChaseConfig(),
+            dict(window=96, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=8, max_steps=40),
+            "12 nodes, 2 links per table, 16-24 moves, a 4-token state summary",
+        ),
+        Preset(
+            "pointerchase-long",
+            _PC,
+            PointerChaseConfig(horizon=(32, 48)),
+            dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
+            "32-48 moves: credit must cross many segments",
+        ),
     )
 }
 

@@ -40,9 +40,22 @@ FIRST_CONTENT: Final = 16
 """The first content id; every id from here to ``vocab_size - 1`` is task data."""
 
 SPECIAL_NAMES: Final = {
-    PAD: "PAD", BOS: "BOS", ACT: "ACT", OBS: "OBS", ANSWER: "ANSWER", QUERY: "QUERY",
-    COMPACT: "COMPACT", SUMMARY: "SUMMARY", VSUM: "VSUM", NEXT: "NEXT", FACT: "FACT", LINK: "LINK",
-    TASK: "TASK", 13: "V1", 14: "V2", 15: "V3",
+    PAD: "PAD",
+    BOS: "BOS",
+    ACT: "ACT",
+    OBS: "OBS",
+    ANSWER: "ANSWER",
+    QUERY: "QUERY",
+    COMPACT: "COMPACT",
+    SUMMARY: "SUMMARY",
+    VSUM: "VSUM",
+    NEXT: "NEXT",
+    FACT: "FACT",
+    LINK: "LINK",
+    TASK: "TASK",
+    13: "V1",
+    14: "V2",
+    15: "V3",
 }
 
 V_SUM_VERSIONS: Final = tuple(_VERSION_TOKENS)

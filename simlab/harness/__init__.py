@@ -12,6 +12,17 @@ from simlab.harness.protocol import Agent, Generation, Phase, Request
 from simlab.harness.triggers import TRIGGERS, Trigger
 
 __all__ = [
-    "AGENTS", "TRIGGERS", "Agent", "Generation", "HarnessConfig", "Phase", "Request", "RolloutBatch",
-    "RolloutRecord", "SegmentTokens", "Trigger", "make_agent", "run_rollouts",
+    "AGENTS",
+    "TRIGGERS",
+    "Agent",
+    "Generation",
+    "HarnessConfig",
+    "Phase",
+    "Request",
+    "RolloutBatch",
+    "RolloutRecord",
+    "SegmentTokens",
+    "Trigger",
+    "make_agent",
+    "run_rollouts",
 ]

@@ -29,15 +29,24 @@ def find_solver(env: Any, who: str) -> Any:
         solver = getattr(candidate, "solver", None)
         if solver is not None:
             return solver
-    raise ValueError(f"agent {who!r} needs a simlab task (one with a `solver`); this env has none. "
-                     "Use 'random' or pass your own Agent")
+    raise ValueError(
+        f"agent {who!r} needs a simlab task (one with a `solver`); this env has none. "
+        "Use 'random' or pass your own Agent"
+    )
 
 
 class SolverAgent:
     """Acts and answers with the task solver; summarises in a mode chosen per summary."""
 
-    def __init__(self, env: Any, *, seed: int = 0, quality: float = 1.0, oracle: bool = False,
-                 compact_frac: float = 0.8) -> None:
+    def __init__(
+        self,
+        env: Any,
+        *,
+        seed: int = 0,
+        quality: float = 1.0,
+        oracle: bool = False,
+        compact_frac: float = 0.8,
+    ) -> None:
         self.name = "oracle" if oracle else "scripted"
         self.solver = find_solver(env, self.name)
         self.rng = np.random.default_rng(seed)
@@ -58,7 +67,9 @@ class SolverAgent:
         for r, full in enumerate(request.contexts):
             ctx = full[:-cue]  # the solver reads history, not the harness's cue for this phase
             if request.phase == Phase.SUMMARY:
-                out[r] = self.solver.summarise(ctx, request.num_tokens, self._mode(), int(targets[r]), self.rng)
+                out[r] = self.solver.summarise(
+                    ctx, request.num_tokens, self._mode(), int(targets[r]), self.rng
+                )
             elif request.phase == Phase.ANSWER:
                 out[r, 0] = self.solver.answer(ctx, self.rng)
             elif request.allowed[vocab.COMPACT] and full.size >= self.compact_frac * request.window:

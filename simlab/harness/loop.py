@@ -7,16 +7,17 @@ segment from the prompt, the summary and a verbatim tail, and never cuts inside 
 segment's tokens are recorded so that a trainer can recompute log-probs over them: a segment is
 exactly the context its generated tokens were conditioned on, plus those tokens.
 
-Context layout (see docs/protocol.md):
+Context layout (see the README's token-protocol section):
 ``BOS prompt [SUMMARY s_1..s_m] (ACT a OBS o_1..o_n)* ...`` and, when the segment ends in a
 compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,8 @@ class RolloutRecord:
     """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
     segment_optimised: tuple[int, ...]
     """Optimised tokens of each of its segments, in order (the SegmentBatch's counts)."""
+    n_after: tuple[int, ...]
+    """N_after of each of its segments: optimised tokens generated after it in this rollout."""
     context_lengths: IntArray
     """Working context (conditioning + generated tokens) at every generation, in order."""
     step_context: IntArray
@@ -122,9 +125,29 @@ class RolloutBatch:
 class _Rollout:
     """Mutable per-env state of one rollout while the loop runs."""
 
-    __slots__ = ("active", "answer_due", "appended", "blocked", "compactions", "ctx", "ctx_lengths", "finished",
-                 "logp", "opt", "overlong", "phase", "prompt_len", "reward", "seg_steps", "segments",
-                 "step_context", "step_starts", "steps", "values")
+    __slots__ = (
+        "active",
+        "answer_due",
+        "appended",
+        "blocked",
+        "compactions",
+        "ctx",
+        "ctx_lengths",
+        "finished",
+        "logp",
+        "opt",
+        "overlong",
+        "phase",
+        "prompt_len",
+        "reward",
+        "seg_steps",
+        "segment_id",
+        "segments",
+        "step_context",
+        "step_starts",
+        "steps",
+        "values",
+    )
 
     def __init__(self, prompt: list[int]) -> None:
         self.ctx: list[int] = []
@@ -146,6 +169,7 @@ class _Rollout:
         self.steps = 0
         self.compactions = 0
         self.seg_steps = 0
+        self.segment_id = -1
         self.appended = 0
         self.start_segment(prompt)
 
@@ -156,12 +180,19 @@ class _Rollout:
         self.logp, self.values = [np.nan] * n, [np.nan] * n
         self.step_starts = step_starts or []
         self.seg_steps = 0
+        self.segment_id += 1
 
-    def append(self, tokens: list[int] | tuple[int, ...], phase: int = 0, optimised: bool = False,
-               logp: Any = None, values: Any = None) -> None:
+    def append(
+        self,
+        tokens: list[int] | tuple[int, ...],
+        phase: int = 0,
+        optimised: bool = False,
+        logp: Any = None,
+        values: Any = None,
+    ) -> None:
         k = len(tokens)
         self.appended += k
-        self.ctx.extend(int(t) for t in tokens)
+        self.ctx.extend(tokens)  # callers pass Python ints (lists from .tolist(), markers)
         self.phase.extend([phase] * k)
         self.opt.extend([optimised] * k)
         self.logp.extend([np.nan] * k if logp is None else [float(x) for x in logp])
@@ -172,10 +203,15 @@ class _Rollout:
             del seq[n:]
 
     def close_segment(self) -> None:
-        self.segments.append(SegmentTokens(
-            tokens=np.asarray(self.ctx, dtype=np.int64), optimised=np.asarray(self.opt, dtype=np.bool_),
-            phase=np.asarray(self.phase, dtype=np.int8), logprobs=np.asarray(self.logp),
-            values=np.asarray(self.values)))
+        self.segments.append(
+            SegmentTokens(
+                tokens=np.asarray(self.ctx, dtype=np.int64),
+                optimised=np.asarray(self.opt, dtype=np.bool_),
+                phase=np.asarray(self.phase, dtype=np.int8),
+                logprobs=np.asarray(self.logp),
+                values=np.asarray(self.values),
+            )
+        )
 
     def end(self, reason: str = "", reward: float = 0.0) -> None:
         self.active = False
@@ -184,9 +220,10 @@ class _Rollout:
         self.reward = reward if self.finished else 0.0
         self.close_segment()
 
-    def steps_in_context(self) -> list[list[int]]:
-        bounds = [*self.step_starts, len(self.ctx)]
-        return [self.ctx[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    def steps_in_context(self, end: int | None = None) -> list[list[int]]:
+        """The whole atomic steps in the context, up to ``end`` (default: its end)."""
+        bounds = [*self.step_starts, len(self.ctx) if end is None else end]
+        return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _protocol_metadata(env: Any) -> dict[str, Any]:
@@ -197,19 +234,27 @@ def _protocol_metadata(env: Any) -> dict[str, Any]:
 
 
 def _strip(obs: IntArray) -> list[int]:
-    return [int(t) for t in obs[obs != vocab.PAD]]
+    out: list[int] = obs[obs != vocab.PAD].tolist()
+    return out
 
 
 @dataclass
 class _Clock:
     env: float = 0.0
     agent: float = 0.0
-    calls: list[tuple[str, int]] = field(default_factory=list)
 
 
-def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = None, *, seed: int = 0,
-                 group_size: int = 1, summariser: Agent | None = None, quality: float = 0.7,
-                 progress: Callable[[int], None] | None = None) -> RolloutBatch:
+def run_rollouts(
+    env: Any,
+    agent: Agent | str,
+    config: HarnessConfig | None = None,
+    *,
+    seed: int = 0,
+    group_size: int = 1,
+    summariser: Agent | None = None,
+    quality: float = 0.7,
+    progress: Callable[[int], None] | None = None,
+) -> RolloutBatch:
     """Run one rollout in every env of ``env`` (a Gymnasium vector env) and return the batch.
 
     Args:
@@ -227,8 +272,9 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     trig: Trigger = TRIGGERS.get(cfg.trigger)
     n = int(env.num_envs)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or n % group_size:
-        raise ValueError(f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides "
-                         f"num_envs={n}")
+        raise ValueError(
+            f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides num_envs={n}"
+        )
     who = agent if isinstance(agent, str) else type(agent).__name__
     actor = make_agent(agent, env, seed=seed, quality=quality) if isinstance(agent, str) else agent
     writer: Agent | None
@@ -238,6 +284,8 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
         writer = actor
     elif cfg.summariser == "none":
         writer = None
+    elif cfg.summariser == "frozen":
+        raise ValueError("`harness.summariser='frozen'` needs the frozen summariser agent passed as summariser=...")
     else:
         writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
     writer_is_actor = writer is actor
@@ -245,12 +293,11 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     vocab_size = int(env.single_action_space.n)
     meta = _protocol_metadata(env)
     content = np.zeros(vocab_size, dtype=np.bool_)
-    content[vocab.FIRST_CONTENT:] = True
+    content[vocab.FIRST_CONTENT :] = True
     allowed_act = np.zeros(vocab_size, dtype=np.bool_)
     allowed_act[np.asarray(meta.get("act_tokens", np.flatnonzero(content)))] = True
     allowed_compact = allowed_act.copy()
-    if trig.agent_compacts:
-        allowed_compact[vocab.COMPACT] = True
+    allowed_compact[vocab.COMPACT] = True
     allowed_answer = np.zeros(vocab_size, dtype=np.bool_)
     allowed_answer[np.asarray(meta.get("answer_tokens", np.flatnonzero(content)))] = True
     allowed_summary = content.copy()
@@ -266,10 +313,25 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
     v_sum = list(cfg.v_sum_tokens)
     m = cfg.summary_tokens
 
-    def ask(phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray,
-            who_agent: Agent, name: str) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
-        req = Request(phase=phase, contexts=[np.asarray(c, dtype=np.int64) for c in contexts], num_tokens=num,
-                      allowed=allowed, env_ids=np.asarray(ids, dtype=np.int64), window=cfg.window, env=env)
+    def ask(
+        phase: Phase,
+        ids: list[int],
+        contexts: list[list[int]],
+        num: int,
+        allowed: BoolArray,
+        who_agent: Agent,
+        name: str,
+    ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
+        req = Request(
+            phase=phase,
+            contexts=[np.asarray(c, dtype=np.int64) for c in contexts],
+            num_tokens=num,
+            allowed=allowed,
+            env_ids=np.asarray(ids, dtype=np.int64),
+            segment_ids=np.asarray([rolls[i].segment_id for i in ids], dtype=np.int64),
+            window=cfg.window,
+            env=env,
+        )
         t0 = time.perf_counter()
         gen = who_agent.generate(req)
         clock.agent += time.perf_counter() - t0
@@ -283,8 +345,12 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
         if progress is not None:
             progress(1)
 
-    def compact(ids: list[int], discard: bool) -> None:
-        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide."""
+    def compact(ids: list[int], discard: bool, requested: bool = False) -> None:
+        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
+
+        ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
+        were generated in it) but are not a step, so they never reach the tail.
+        """
         held: dict[int, list[int]] = {}
         summarise: list[int] = []
         for i in ids:
@@ -294,7 +360,7 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 continue
             if discard and ro.step_starts:
                 # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
-                held[i] = ro.ctx[ro.step_starts[-1]:]
+                held[i] = ro.ctx[ro.step_starts[-1] :]
                 ro.truncate(ro.step_starts.pop())
             if trig.kind == "summary" and writer is not None:
                 if len(ro.ctx) + len(v_sum) + m > cfg.window:
@@ -303,17 +369,27 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 summarise.append(i)
         summaries: dict[int, tuple[list[int], Any, Any]] = {}
         if summarise and writer is not None:
-            toks, lp, vals = ask(Phase.SUMMARY, summarise, [rolls[i].ctx + v_sum for i in summarise], m,
-                                 allowed_summary, writer, "summariser")
+            toks, lp, vals = ask(
+                Phase.SUMMARY,
+                summarise,
+                [rolls[i].ctx + v_sum for i in summarise],
+                m,
+                allowed_summary,
+                writer,
+                "summariser",
+            )
             for r, i in enumerate(summarise):
                 own = writer_is_actor
-                summaries[i] = (toks[r].tolist(), lp[r] if (own and lp is not None) else None,
-                                vals[r] if (own and vals is not None) else None)
+                summaries[i] = (
+                    toks[r].tolist(),
+                    lp[r] if (own and lp is not None) else None,
+                    vals[r] if (own and vals is not None) else None,
+                )
         for i in ids:
             ro = rolls[i]
             if not ro.active:
                 continue
-            steps = ro.steps_in_context()
+            steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
             if i in held:
                 steps.append(held[i])
             head = ro.ctx[: ro.prompt_len]
@@ -326,11 +402,13 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 if i in summaries:
                     s, lp, vals = summaries[i]
                     ro.append(v_sum)
-                    ro.append(s, Phase.SUMMARY, writer_is_actor, lp, vals)
+                    ro.append(
+                        s, Phase.SUMMARY if writer_is_actor else Phase.CONTEXT, writer_is_actor, lp, vals
+                    )
                     ro.ctx_lengths.append(len(ro.ctx))
-                    head = head + [vocab.SUMMARY, *s]
+                    head = [*head, vocab.SUMMARY, *s]
                 ro.close_segment()
-                keep = steps[len(steps) - cfg.tail_steps:] if cfg.tail_steps else []
+                keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
                 while keep and len(head) + sum(map(len, keep)) > trig.limit(cfg):
                     keep = keep[1:]  # CompactionRL: shrink k until the tail fits
             starts, pos = [], len(head)
@@ -362,24 +440,36 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                     continue
                 marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
                 if phase == Phase.ANSWER:
-                    allowed = allowed_answer
-                    groups = [fit]
+                    groups = [(fit, allowed_answer)]
+                elif not trig.agent_compacts:
+                    groups = [(fit, allowed_act)]
                 else:
-                    groups = [[i for i in fit if rolls[i].blocked], [i for i in fit if not rolls[i].blocked]]
-                for g, grp in enumerate(groups):
+                    # COMPACT is offered once per step and only while compactions remain under S
+                    may = {
+                        i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions
+                    }
+                    groups = [
+                        ([i for i in fit if i not in may], allowed_act),
+                        ([i for i in fit if i in may], allowed_compact),
+                    ]
+                for grp, allowed in groups:
                     if not grp:
                         continue
-                    if phase == Phase.ACT:
-                        allowed = allowed_act if g == 0 else allowed_compact
-                    toks, lp, vals = ask(phase, grp, [rolls[i].ctx + [marker] for i in grp], 1, allowed, actor,
-                                         who)
+                    toks, lp, vals = ask(
+                        phase, grp, [[*rolls[i].ctx, marker] for i in grp], 1, allowed, actor, who
+                    )
                     for r, i in enumerate(grp):
                         ro = rolls[i]
                         tok = int(toks[r, 0])
                         start = len(ro.ctx)
                         ro.append([marker])
-                        ro.append([tok], phase, True, None if lp is None else lp[r],
-                                  None if vals is None else vals[r])
+                        ro.append(
+                            [tok],
+                            phase,
+                            True,
+                            None if lp is None else lp[r],
+                            None if vals is None else vals[r],
+                        )
                         ro.ctx_lengths.append(len(ro.ctx))
                         if tok == vocab.COMPACT and phase == Phase.ACT:
                             to_compact.append(i)
@@ -388,7 +478,7 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                             actions[i] = tok
                             acted.append(i)
             if to_compact:
-                compact(to_compact, discard=False)
+                compact(to_compact, discard=False, requested=True)
             pending = [i for i in to_compact if rolls[i].active]
 
         # ---- env step (finished envs are stepped too; their results are ignored)
@@ -415,8 +505,13 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
                 finish(i, "truncated")
             elif ro.steps >= cfg.max_steps:
                 finish(i, "steps")
-            elif trig.kind != "never" and (trig.length_based or not ro.answer_due) and \
-                    trig.fires(len(ro.ctx), ro.seg_steps, cfg):
+            # step-count triggers (chunked, every_step) wait while the answer is due: the answer turn
+            # reads the query from the latest observation, as MemAgent and MEM1 do
+            elif (
+                trig.kind != "never"
+                and (trig.length_based or not ro.answer_due)
+                and trig.fires(len(ro.ctx), ro.seg_steps, cfg)
+            ):
                 fire.append(i)
             elif len(ro.ctx) > cfg.window:
                 finish(i, "window")
@@ -425,17 +520,19 @@ def run_rollouts(env: Any, agent: Agent | str, config: HarnessConfig | None = No
         actions[:] = 0
 
     total = time.perf_counter() - t_start
-    return _assemble(rolls, cfg, seed, group_size, clock, total)
+    return _assemble(rolls, cfg, group_size, clock, total)
 
 
-def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: int, clock: _Clock,
-              total: float) -> RolloutBatch:
+def _assemble(
+    rolls: list[_Rollout], cfg: HarnessConfig, group_size: int, clock: _Clock, total: float
+) -> RolloutBatch:
     segments: list[SegmentTokens] = []
     records: list[RolloutRecord] = []
     counts: list[list[int]] = []
     values: list[list[FloatArray]] = []
     has_values = all(np.isfinite(s.values[s.optimised]).all() for ro in rolls for s in ro.segments) and any(
-        s.num_optimised for ro in rolls for s in ro.segments)
+        s.num_optimised for ro in rolls for s in ro.segments
+    )
     for ro in rolls:
         kept = [s for s in ro.segments if s.num_optimised > 0]  # e.g. a segment cut short by the window
         if not kept:
@@ -444,13 +541,35 @@ def _assemble(rolls: list[_Rollout], cfg: HarnessConfig, seed: int, group_size: 
         segments.extend(kept)
         counts.append([s.num_optimised for s in kept])
         values.append([s.values[s.optimised] for s in kept])
-        records.append(RolloutRecord(
-            reward=ro.reward, finished=ro.finished, overlong=ro.overlong, steps=ro.steps,
-            compactions=ro.compactions, tokens=ro.appended, segment_rows=(start, len(segments)),
-            segment_optimised=tuple(counts[-1]), context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
-            step_context=np.asarray(ro.step_context, dtype=np.int64)))
+        records.append(
+            RolloutRecord(
+                reward=ro.reward,
+                finished=ro.finished,
+                overlong=ro.overlong,
+                steps=ro.steps,
+                compactions=ro.compactions,
+                tokens=ro.appended,
+                segment_rows=(start, len(segments)),
+                segment_optimised=tuple(counts[-1]),
+                n_after=(*(int(x) for x in np.cumsum(counts[-1][::-1])[::-1][1:]), 0),
+                context_lengths=np.asarray(ro.ctx_lengths, dtype=np.int64),
+                step_context=np.asarray(ro.step_context, dtype=np.int64),
+            )
+        )
     batch = SegmentBatch.from_rollouts(
-        counts, [r.reward for r in records], groups=[i // group_size for i in range(len(rolls))],
-        values=values if has_values else None, finished=[r.finished for r in records])
-    return RolloutBatch(batch=batch, segments=segments, rollouts=records, config=cfg, v_sum_version=cfg.v_sum,
-                        env_seconds=clock.env, agent_seconds=clock.agent, total_seconds=total)
+        counts,
+        [r.reward for r in records],
+        groups=[i // group_size for i in range(len(rolls))],
+        values=values if has_values else None,
+        finished=[r.finished for r in records],
+    )
+    return RolloutBatch(
+        batch=batch,
+        segments=segments,
+        rollouts=records,
+        config=cfg,
+        v_sum_version=cfg.v_sum,
+        env_seconds=clock.env,
+        agent_seconds=clock.agent,
+        total_seconds=total,
+    )

@@ -50,6 +50,10 @@ class Request:
     """(n,) which env of the batch each row belongs to."""
     window: int
     """W, the working window; an agent that times its own compaction reads it."""
+    segment_ids: IntArray | None = None
+    """(n,) index of the segment each row is in (0 = first). Within one segment a row's contexts only
+    grow, except that a discarded step is cut off before the summary request; a KV-cached policy
+    rebuilds its cache when the id changes and otherwise keeps the longest common prefix."""
     env: Any = None
     """The vector env, for privileged agents only (the oracle reads hidden state from it)."""
 
@@ -80,15 +84,19 @@ def check_generation(gen: Generation, request: Request, who: str) -> IntArray:
     tokens = np.asarray(gen.tokens)
     n = len(request.contexts)
     if tokens.shape != (n, request.num_tokens):
-        raise ValueError(f"{who} returned tokens of shape {tokens.shape} for a {request.phase.name} request; "
-                         f"expected {(n, request.num_tokens)}")
+        raise ValueError(
+            f"{who} returned tokens of shape {tokens.shape} for a {request.phase.name} request; "
+            f"expected {(n, request.num_tokens)}"
+        )
     if tokens.size:
         bad = (tokens < 0) | (tokens >= request.allowed.size)
         bad |= ~request.allowed[np.clip(tokens, 0, request.allowed.size - 1)]
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            raise ValueError(f"{who} emitted token {int(tokens[r, c])} in phase {request.phase.name}, "
-                             f"which is not allowed there; allowed: {np.flatnonzero(request.allowed).tolist()}")
+            raise ValueError(
+                f"{who} emitted token {int(tokens[r, c])} in phase {request.phase.name}, "
+                f"which is not allowed there; allowed: {np.flatnonzero(request.allowed).tolist()}"
+            )
     for name in ("logprobs", "values"):
         arr = getattr(gen, name)
         if arr is not None and np.shape(arr) != tokens.shape:

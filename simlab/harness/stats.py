@@ -52,8 +52,13 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
         "seconds": seconds,
         "tokens_per_s": tokens / seconds if seconds > 0 else math.nan,
         "rollouts_per_s": n / seconds if seconds > 0 else math.nan,
-        "time_share": {"env": env_s / seconds, "agent": agent_s / seconds,
-                       "harness": (seconds - env_s - agent_s) / seconds} if seconds > 0 else {},
+        "time_share": {
+            "env": env_s / seconds,
+            "agent": agent_s / seconds,
+            "harness": (seconds - env_s - agent_s) / seconds,
+        }
+        if seconds > 0
+        else {},
         "v_sum": batches[0].v_sum_version,
     }
 
@@ -62,25 +67,39 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
     """A short human-readable report."""
     dist = ", ".join(f"{k}:{v}" for k, v in stats["segments_distribution"].items())
     share = stats["time_share"]
+    s = stats
     lines = [
         title,
-        f"  success          {stats['success_rate']:.3f} ± {stats['success_se']:.3f}  ({stats['rollouts']} rollouts)",
-        f"  segments         mean {stats['mean_segments']:.2f}  distribution {{{dist}}}",
-        f"  compaction rate  {stats['compaction_rate']:.3f}  (mean {stats['mean_compactions']:.2f} per rollout)",
-        f"  overlong rate    {stats['overlong_rate']:.3f}  {stats['overlong_reasons'] or ''}",
-        f"  corr(segments, reward)  {stats['corr_segments_reward']:+.3f}",
-        f"  working context  mean {stats['working_context_mean']:.1f}  max {stats['working_context_max']}"
-        f"  (W={stats['window']}, L={stats['threshold']})",
-        f"  effective horizon  L x (S+1) = {stats['effective_horizon']} tokens; mean steps {stats['mean_steps']:.1f}",
-        f"  throughput       {stats['tokens_per_s']:,.0f} tokens/s, {stats['rollouts_per_s']:,.1f} rollouts/s"
-        + (f"  (env {share['env']:.0%}, agent {share['agent']:.0%}, harness {share['harness']:.0%})" if share else ""),
+        f"  success          {s['success_rate']:.3f} ± {s['success_se']:.3f}  ({s['rollouts']} rollouts)",
+        f"  segments         mean {s['mean_segments']:.2f}  distribution {{{dist}}}",
+        f"  compaction rate  {s['compaction_rate']:.3f}  (mean {s['mean_compactions']:.2f} per rollout)",
+        f"  overlong rate    {s['overlong_rate']:.3f}  {s['overlong_reasons'] or ''}",
+        f"  corr(segments, reward)  {s['corr_segments_reward']:+.3f}",
+        f"  working context  mean {s['working_context_mean']:.1f}  max {s['working_context_max']}"
+        f"  (W={s['window']}, L={s['threshold']})",
+        f"  effective horizon  L x (S+1) = {s['effective_horizon']} tokens; mean steps {s['mean_steps']:.1f}",
+        f"  throughput       {s['tokens_per_s']:,.0f} tokens/s, {s['rollouts_per_s']:,.1f} rollouts/s"
+        + (
+            f"  (env {share['env']:.0%}, agent {share['agent']:.0%}, harness {share['harness']:.0%})"
+            if share
+            else ""
+        ),
     ]
     return "\n".join(lines)
 
 
-def inspect_preset(preset: str, agent: str = "scripted", *, episodes: int = 512, batch: int = 256, seed: int = 0,
-                   quality: float = 0.7, harness: dict[str, Any] | None = None, task: dict[str, Any] | None = None,
-                   progress: Any = None) -> dict[str, Any]:
+def inspect_preset(
+    preset: str,
+    agent: str = "scripted",
+    *,
+    episodes: int = 512,
+    batch: int = 256,
+    seed: int = 0,
+    quality: float = 0.7,
+    harness: dict[str, Any] | None = None,
+    task: dict[str, Any] | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
     """Run ``episodes`` rollouts of a preset under a reference agent and a harness setting.
 
     ``harness`` and ``task`` override the preset's fields. Batches of ``batch`` envs run one after
@@ -105,7 +124,9 @@ def inspect_preset(preset: str, agent: str = "scripted", *, episodes: int = 512,
     done = 0
     while done < episodes:
         n = min(batch, episodes - done)
-        env = gymnasium.make_vec(p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=task_cfg)
+        env = gymnasium.make_vec(
+            p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=task_cfg
+        )
         batches.append(run_rollouts(env, agent, cfg, seed=seed + done, quality=quality, progress=progress))
         env.close()
         done += n

@@ -52,12 +52,22 @@ def _window(cfg: HarnessConfig) -> int:
 
 
 _add(Trigger("threshold", "summary", _over_threshold, _threshold))  # SUPO: context would pass L
-_add(Trigger("budget", "summary", lambda n, s, cfg: cfg.window - n < cfg.t_comp,
-             lambda cfg: cfg.window - cfg.t_comp))  # CompactionRL: remaining budget below T_comp
-_add(Trigger("policy", "summary", _over_threshold, _threshold, agent_compacts=True))  # AutoCompact, L fallback
+_add(
+    Trigger(
+        "budget",
+        "summary",
+        lambda n, s, cfg: cfg.window - n < cfg.t_comp,
+        lambda cfg: cfg.window - cfg.t_comp,
+    )
+)  # CompactionRL: remaining budget below T_comp
+_add(
+    Trigger("policy", "summary", _over_threshold, _threshold, agent_compacts=True)
+)  # AutoCompact, L fallback
 _add(Trigger("none", "never", lambda n, s, cfg: False, _window))  # ReAct: full history
 _add(Trigger("sliding", "slide", _over_threshold, _threshold))  # truncation baseline
-_add(Trigger("chunked", "summary", lambda n, s, cfg: s >= cfg.chunk_steps, _window,
-             length_based=False))  # MemAgent: overwrite memory every chunk
-_add(Trigger("every_step", "summary", lambda n, s, cfg: s >= 1, _window,
-             length_based=False))  # MEM1: constant-size state rewritten every step
+_add(
+    Trigger("chunked", "summary", lambda n, s, cfg: s >= cfg.chunk_steps, _window, length_based=False)
+)  # MemAgent: overwrite memory every chunk
+_add(
+    Trigger("every_step", "summary", lambda n, s, cfg: s >= 1, _window, length_based=False)
+)  # MEM1: constant-size state rewritten every step

@@ -78,10 +78,7 @@ def sample(
             rows = torch.nonzero(empty).flatten().tolist()
             raise ValueError(f"allowed masks of rows {rows} allow no token; every row needs at least one")
     logp = masked_log_softmax(logits, allowed, temperature)  # (B, V)
-    if greedy:
-        tokens = logp.argmax(dim=-1)
-    else:
-        tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    tokens = logp.argmax(dim=-1) if greedy else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 

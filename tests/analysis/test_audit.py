@@ -198,11 +198,9 @@ def test_markdown_prints_block3_at_its_precision(table: pl.DataFrame) -> None:
         assert len({len(line) for line in section.splitlines() if line.startswith("|")}) == 1
 
 
-def test_docs_show_the_table_as_printed(table: pl.DataFrame) -> None:
-    docs = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
-    if not docs.is_file():
-        pytest.skip("docs/audit.md has been merged elsewhere")
-    assert to_markdown(table) in docs.read_text(encoding="utf-8")
+def test_readme_shows_the_table_as_printed(table: pl.DataFrame) -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    assert to_markdown(table) in readme.read_text(encoding="utf-8")
 
 
 def test_packaged_data_has_sources() -> None:

@@ -15,8 +15,14 @@ KR = "simlab/KeyRecall-v0"
 PC = "simlab/PointerChase-v0"
 
 
-def run(env_id: str = KR, agent: Any = "oracle", n: int = 32, seed: int = 0, task: dict[str, Any] | None = None,
-        **harness: Any) -> RolloutBatch:
+def run(
+    env_id: str = KR,
+    agent: Any = "oracle",
+    n: int = 32,
+    seed: int = 0,
+    task: dict[str, Any] | None = None,
+    **harness: Any,
+) -> RolloutBatch:
     env = gymnasium.make_vec(env_id, num_envs=n, **(task or {}))
     cfg = HarnessConfig(**{"window": 96, "summary_tokens": 6, "max_compactions": 8, **harness})
     return run_rollouts(env, agent, cfg, seed=seed)
@@ -50,3 +56,7 @@ def check_consistency(rb: RolloutBatch) -> None:
                 assert a + 2 < s.tokens.size and s.tokens[a + 2] == vocab.OBS
         for o in np.flatnonzero(s.tokens == vocab.OBS):
             assert s.tokens[o - 2] == vocab.ACT
+        # COMPACT only ever ends a segment (then v_sum, unless there is no summariser); it is never
+        # replayed in a tail
+        for c in np.flatnonzero(s.tokens == vocab.COMPACT):
+            assert c + 1 == s.tokens.size or s.tokens[c + 1] == vocab.VSUM

@@ -16,8 +16,15 @@ LONG = {"chunked": 40, "every_step": 40}
 @pytest.mark.parametrize("trigger", TRIGGERS.names())
 @pytest.mark.parametrize("env_id", [KR, PC])
 def test_every_trigger_runs_and_returns_a_consistent_batch(trigger: str, env_id: str) -> None:
-    rb = run(env_id, "scripted", trigger=trigger, window=128, summary_tokens=6,
-             max_compactions=LONG.get(trigger, 8), tail_steps=1)
+    rb = run(
+        env_id,
+        "scripted",
+        trigger=trigger,
+        window=128,
+        summary_tokens=6,
+        max_compactions=LONG.get(trigger, 8),
+        tail_steps=1,
+    )
     check_consistency(rb)
     assert rb.batch.num_rollouts == 32
 
@@ -70,7 +77,9 @@ def test_every_step_keeps_a_constant_size_state() -> None:
         lo, hi = rec.segment_rows
         assert all(steps_of(s.tokens) == 1 for s in rb.segments[lo:hi])
     ctx = np.concatenate([r.context_lengths for r in rb.rollouts])
-    assert ctx.max() <= 1 + 2 + 1 + 6 + 2 + 1 + 8 + 2 + 6 + 8  # prompt, summary, one step, v_sum, summary, slack
+    assert (
+        ctx.max() <= 1 + 2 + 1 + 6 + 2 + 1 + 8 + 2 + 6 + 8
+    )  # prompt, summary, one step, v_sum, summary, slack
 
 
 class CompactEvery:
@@ -85,18 +94,25 @@ class CompactEvery:
         out = np.full((n, request.num_tokens), vocab.PAD, dtype=np.int64)
         if request.phase == Phase.ACT:
             self.turns += 1
-            out[:, 0] = vocab.COMPACT if (self.turns % self.period == 0 and request.allowed[vocab.COMPACT]) else vocab.NEXT
+            out[:, 0] = (
+                vocab.COMPACT
+                if (self.turns % self.period == 0 and request.allowed[vocab.COMPACT])
+                else vocab.NEXT
+            )
         elif request.phase == Phase.ANSWER:
             out[:, 0] = np.flatnonzero(request.allowed)[0]
         return Generation(tokens=out)
 
 
 def test_policy_trigger_compacts_when_the_agent_asks_and_falls_back_to_threshold() -> None:
-    rb = run(agent=CompactEvery(), trigger="policy", window=512, max_compactions=20, task={"horizon": (20, 20)})
+    rb = run(
+        agent=CompactEvery(), trigger="policy", window=512, max_compactions=20, task={"horizon": (20, 20)}
+    )
+    check_consistency(rb)
     for rec in rb.rollouts:
         assert rec.compactions >= 4  # about every fifth act turn
         lo, hi = rec.segment_rows
-        for s in rb.segments[lo:hi - 1]:
+        for s in rb.segments[lo : hi - 1]:
             v = np.flatnonzero(s.tokens == vocab.VSUM)[0]
             assert s.tokens[v - 1] == vocab.COMPACT and s.optimised[v - 1]
     # an agent that never asks gets exactly the threshold trigger's compactions (the hard fallback)
@@ -104,3 +120,9 @@ def test_policy_trigger_compacts_when_the_agent_asks_and_falls_back_to_threshold
     threshold = run(agent=CompactEvery(period=10**9), trigger="threshold", window=96, max_compactions=20)
     assert sum(r.compactions for r in silent.rollouts) > 0
     assert [r.compactions for r in silent.rollouts] == [r.compactions for r in threshold.rollouts]
+
+
+def test_compact_is_not_offered_once_S_is_reached() -> None:
+    rb = run(agent=CompactEvery(period=1), trigger="policy", window=512, max_compactions=2)
+    check_consistency(rb)
+    assert all(r.compactions == 2 and r.finished for r in rb.rollouts)

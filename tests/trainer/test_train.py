@@ -39,7 +39,7 @@ def test_every_recipe_trains_and_evaluates(tmp_path, recipe):
         assert 0.0 <= r["health/compaction_rate"] <= 1.0
         if cfg.train.algorithm == "ppo":
             assert "loss/value" in r and "adv_error/pre_final/rel_l2" in r
-    policy, meta = load_checkpoint(tmp_path / "run" / "policy.pt")
+    _, meta = load_checkpoint(tmp_path / "run" / "policy.pt")
     assert meta["v_sum"] == cfg.harness.v_sum and meta["trigger"] == cfg.harness.trigger
 
 
@@ -53,7 +53,7 @@ def test_same_seed_same_metrics_on_cpu(tmp_path):
     _, b, rows_b = run(tmp_path, nested, "b")
     assert a == b
     assert strip_timing(rows_a) == strip_timing(rows_b)
-    _, c, rows_c = run(tmp_path, {**nested, "seed": 1}, "c")
+    _, _, rows_c = run(tmp_path, {**nested, "seed": 1}, "c")
     assert strip_timing(rows_c) != strip_timing(rows_a)
 
 
@@ -70,7 +70,7 @@ def test_base_checkpoint_is_cached_by_config(tmp_path):
 def test_divergence_stops_cleanly_without_a_checkpoint(tmp_path):
     cfg = resolve(tiny(train={"lr": 1e30, "steps": 3}))
     sink = JsonlSink(tmp_path / "run")
-    with pytest.raises(TrainingDiverged, match="non-finite|is nan|is inf"):
+    with pytest.raises(TrainingDiverged, match=r"non-finite|is nan|is inf"):
         train(cfg, sink, store=tmp_path / "store", out_dir=tmp_path / "run")
     assert not (tmp_path / "run" / "policy.pt").exists()
     base = base_checkpoint(cfg, tmp_path / "store")
@@ -130,3 +130,23 @@ def test_cli_bad_input_exits_2(tmp_path, args, match):
     assert out.returncode == 2
     assert match in out.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("summariser", ["frozen", "scripted", "oracle", "none"])
+def test_summariser_modes(tmp_path, summariser):
+    cfg, _, rows = run(tmp_path, tiny(train={"recipe": "resum", "steps": 1}, harness={"summariser": summariser}))
+    assert cfg.harness.summariser == summariser
+    step = next(r for r in rows if "train/success" in r)
+    if summariser == "none":
+        return
+    # a frozen summariser's tokens are context for the policy: only actions and answers are optimised
+    assert step["perf/optimised_tokens"] > 0
+
+
+def test_summariser_registry_names_match_the_harness():
+    from simlab.summarisers import SUMMARISERS
+
+    for name in SUMMARISERS:
+        resolve(tiny(harness={"summariser": name}))
+    with pytest.raises(ValueError, match=r"`harness.summariser='gpt'` is invalid; choose 'self', 'none', 'frozen'"):
+        resolve(tiny(harness={"summariser": "gpt"}))
