@@ -1,0 +1,92 @@
+"""Sweeps on simlab's own trainer: key paths checked by ``simlab.config``, one tiny real trial end to end."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import optuna
+
+from simlab import tracking
+from simlab.sweep import parse_spec
+from simlab.sweep.runner import open_storage, run_sweep
+from tests.stores import Stores, run_cli, write_spec
+
+# the trainer tests' tiny run, as sweep overrides
+TINY = """
+[base]
+preset = "keyrecall-tiny"
+recipe = "supo"
+[base.overrides]
+task.num_facts = 3
+task.horizon = [8, 10]
+task.vocab_size = 32
+harness.window = 40
+harness.summary_tokens = 4
+harness.max_compactions = 6
+policy.n_layer = 1
+policy.d_model = 32
+policy.n_head = 2
+base.steps = 2
+base.episodes = 8
+train.steps = 2
+train.prompts = 2
+train.group_size = 4
+train.minibatch_segments = 16
+eval.every = 1
+eval.episodes = 8
+[objective]
+metric = "eval/compacted/success"
+"""
+
+
+def _args(stores: Stores) -> list[str]:
+    return ["--tracking-uri", stores.tracking_uri, "--storage", str(stores.storage)]
+
+
+def test_unknown_key_path_is_named_by_the_run_config(stores: Stores, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "seeds = [0]\n[space]\ntrain.lrr = [0.1]\n" + TINY)
+    result = run_cli(["sweep", str(spec), *_args(stores)])
+    assert result.exit_code == 2, result.output
+    assert "`train.lrr` is not a setting" in result.output
+    assert stores.written() == []
+
+
+def test_out_of_range_value_is_named(stores: Stores, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "seeds = [0]\n[space]\ntrain.eps_low = [0.2, 0]\n" + TINY)
+    result = run_cli(["sweep", str(spec), *_args(stores)])
+    assert result.exit_code == 2, result.output
+    assert "`train.eps_low=0` is invalid" in result.output
+    assert stores.written() == []
+
+
+def test_tiny_real_sweep_end_to_end(ready_stores: Stores, tmp_path: Path) -> None:
+    spec = parse_spec(
+        tomllib.loads('name = "tiny"\nseeds = [0]\n[space]\ntrain.normaliser = ["token"]\n' + TINY)
+    )
+    result = run_sweep(
+        spec,
+        storage=str(ready_stores.storage),
+        tracking_uri=ready_stores.tracking_uri,
+        root=tmp_path,
+        progress=False,
+        echo=lambda _: None,
+    )
+    assert [o.state for o in result.outcomes] == ["COMPLETE"], result.outcomes
+    assert list((tmp_path / "mlruns" / "base").glob("*.pt")), "the base checkpoint was not cached"
+    study = optuna.load_study(study_name="tiny", storage=open_storage(str(ready_stores.storage)))
+    (trial,) = study.get_trials()
+    client = tracking.resolve_store(ready_stores.tracking_uri).client()
+    run = client.get_run(trial.user_attrs["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    assert (
+        run.data.params["train.normaliser"] == "token" and run.data.params["task.preset"] == "keyrecall-tiny"
+    )
+    assert run.data.tags["simlab.train.recipe"] == "supo" and run.data.tags["simlab.harness.v_sum"] == "v1"
+    assert trial.value == run.data.metrics["eval/compacted/success"]
+    assert "eval/single_window/success" in run.data.metrics
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/compacted/compaction_rate")] == [
+        0,
+        1,
+        2,
+    ]
