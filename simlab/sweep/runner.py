@@ -374,8 +374,9 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
     tags = {
         tracking.SWEEP_TAG: spec.name,
         tracking.TRIAL_TAG: str(trial.number),
-        "simlab.cell": cell.label,
-        "simlab.seed": str(seed),
+        tracking.CELL_TAG: cell.label,
+        tracking.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        tracking.SEED_TAG: str(seed),
         **ctx.provenance,
         **config_tags,
     }

@@ -139,6 +139,10 @@ class Base:
     """Key path -> value applied over the presets."""
 
 
+BASE_VARIANT = "base"
+"""The variant of a sweep without a search space (seeds only)."""
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a point of the space and a seed."""
@@ -154,10 +158,16 @@ class Cell:
         return json.dumps({"params": self.params, "seed": self.seed}, sort_keys=True)
 
     @property
+    def variant(self) -> str:
+        """The label without the seed: what ``simlab report`` pools seeds over (``base`` for an empty space)."""
+        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
+        return ",".join(parts) or BASE_VARIANT
+
+    @property
     def label(self) -> str:
         """Short human label for run names and tables."""
-        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
-        return ",".join([*parts, f"seed={self.seed}"])
+        prefix = "" if not self.params else self.variant + ","
+        return f"{prefix}seed={self.seed}"
 
 
 @dataclass(frozen=True)
