@@ -120,10 +120,8 @@ def load_runs(
 
     store = tracking.resolve_store(tracking_uri)
     db = tracking.sqlite_path(store.tracking_uri)
-    if db is not None and reader != "client":
-        frames = _read_sqlite(db, experiment)
-    else:
-        frames = _read_client(store, experiment)
+    sql = db is not None and reader != "client"
+    frames = _read_sqlite(db, experiment) if db is not None and sql else _read_client(store, experiment)
     return _assemble(experiment, *frames)
 
 
@@ -157,8 +155,8 @@ def _read_sqlite(db: Path, experiment: str) -> _Frames:
         def keyed(table: str, keys: Sequence[str], schema: dict[str, Any]) -> pl.DataFrame:
             marks = ",".join("?" * len(keys))
             extra = ", is_nan" if "is_nan" in schema else ""
-            sql = f'SELECT run_uuid AS run_id, "key", value{extra} FROM {table} WHERE {in_experiment} AND "key" IN ({marks})'
-            return read(sql, [eid, *keys], schema)
+            sql = f'SELECT run_uuid AS run_id, "key", value{extra} FROM {table} WHERE {in_experiment} '
+            return read(sql + f'AND "key" IN ({marks})', [eid, *keys], schema)
 
         runs = read(
             "SELECT run_uuid AS run_id, name AS run_name, status, start_time FROM runs "
@@ -194,9 +192,7 @@ def _read_client(store: Any, experiment: str) -> _Frames:
     if fetched is None:
         raise _unknown(experiment, store.tracking_uri)
     eid, records = fetched
-    runs = pl.DataFrame(
-        [{k: r[k] for k in _RUN_SCHEMA} for r in records], schema=_RUN_SCHEMA
-    )
+    runs = pl.DataFrame([{k: r[k] for k in _RUN_SCHEMA} for r in records], schema=_RUN_SCHEMA)
 
     def long(field: str, keys: Sequence[str]) -> pl.DataFrame:
         rows = [(r["run_id"], k, str(v)) for r in records for k, v in r[field].items() if k in keys]
@@ -229,9 +225,7 @@ def _variant_of(cell: str | None) -> str | None:
     return ",".join(parts) or "base"
 
 
-def effective_horizon(
-    window: int, frac: float, max_compactions: int, trigger: str, t_comp: int | None = None
-) -> float:
+def effective_horizon(window: int, frac: float, max_compactions: int, trigger: str, t_comp: int | None = None) -> float:
     """The run's effective horizon: L x (S + 1) with L = floor(frac x W); W for a trigger that never
     summarises (``none``, ``sliding``); the ``budget`` trigger fires at W - T_comp, so that is its L."""
     if trigger in WINDOW_ONLY_TRIGGERS:
@@ -303,8 +297,17 @@ def _assemble(
         statuses = trials.get_column("status").value_counts(sort=True).rows()
         got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
         raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
-    columns = ["run_id", "status", "trial", "variant", "seed", "episodes", "horizon_compacted",
-               "horizon_single_window", *EVALUATIONS]
+    columns = [
+        "run_id",
+        "status",
+        "trial",
+        "variant",
+        "seed",
+        "episodes",
+        "horizon_compacted",
+        "horizon_single_window",
+        *EVALUATIONS,
+    ]
     parent = parents.row(0, named=True) if parents.height else None
     finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
     hist = None
@@ -428,12 +431,24 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
                 row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
             out.append(row)
     schema = {
-        "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
-        "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
-        "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
-        "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean,
-        "same_direction": pl.Boolean, "reproduces_direction": pl.Boolean, "verdict": pl.String,
-    }  # fmt: skip
+        "ablation": pl.String,
+        "claim": pl.String,
+        "axis": pl.String,
+        "full_setting": pl.String,
+        "ablated_setting": pl.String,
+        "published_difference": pl.Float64,
+        "published_sigma": pl.Float64,
+        "full_variant": pl.String,
+        "ablated_variant": pl.String,
+        "difference": pl.Float64,
+        "se": pl.Float64,
+        "sigma": pl.Float64,
+        "horizon_ratio": pl.Float64,
+        "like_for_like": pl.Boolean,
+        "same_direction": pl.Boolean,
+        "reproduces_direction": pl.Boolean,
+        "verdict": pl.String,
+    }
     return pl.DataFrame(out, schema=schema)
 
 
@@ -470,11 +485,28 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
         f"Ranks treat differences under {stats.TIE_SIGMA:g} sigma as ties. H = L x (S+1) (W without "
         f"summaries); a difference across different H is not like-for-like.\n"
     ]
-    headers = ["Rank", "Variant", "H", "Seeds", "Missing", "Unfinished", "Mean", "SE", "SE from",
-               "Diff", "SE diff", "Sigma", "Like-for-like"]  # fmt: skip
+    headers = [
+        "Rank",
+        "Variant",
+        "H",
+        "Seeds",
+        "Missing",
+        "Unfinished",
+        "Mean",
+        "SE",
+        "SE from",
+        "Diff",
+        "SE diff",
+        "Sigma",
+        "Like-for-like",
+    ]
     for name, key in EVALUATIONS.items():
         rows = []
-        for r in table.filter(pl.col("evaluation") == name).sort("rank", nulls_last=True, maintain_order=True).iter_rows(named=True):
+        for r in (
+            table.filter(pl.col("evaluation") == name)
+            .sort("rank", nulls_last=True, maintain_order=True)
+            .iter_rows(named=True)
+        ):
             is_base = r["variant"] == baseline
             rows.append(
                 [
@@ -495,14 +527,23 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
             )
         parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
     if published is not None:
-        headers = ["Published ablation", "Published", "Pub. sigma", "Simlab full -> ablated", "Diff", "SE",
-                   "Sigma", "Like-for-like", "Direction"]  # fmt: skip
+        headers = [
+            "Published ablation",
+            "Published",
+            "Pub. sigma",
+            "Simlab full -> ablated",
+            "Diff",
+            "SE",
+            "Sigma",
+            "Like-for-like",
+            "Direction",
+        ]
         rows = [
             [
                 r["claim"] or r["ablation"],
                 _num(r["published_difference"], "+.1f"),
                 _num(r["published_sigma"], "+.2f"),
-                "-" if r["full_variant"] is None else f"{r['full_variant']} -> {r['ablated_variant']}",
+                _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
                 _num(r["difference"], "+.1f"),
                 _num(r["se"], ".1f"),
                 _num(r["sigma"], "+.2f"),
@@ -516,6 +557,16 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
             + markdown_table(headers, rows)
         )
     return "\n".join(parts)
+
+
+def _pair(full: str | None, ablated: str | None, axis: str) -> str:
+    """``axis: full -> ablated (where the rest)``: the pair by what changes, then what is held fixed."""
+    if full is None or ablated is None:
+        return "-"
+    held = {k: v for k, v in _settings(full).items() if k != axis}
+    where = ",".join(f"{k}={v}" for k, v in held.items())
+    change = f"{axis}: {_settings(full)[axis]} -> {_settings(ablated)[axis]}"
+    return f"{change} ({where})" if where else change
 
 
 # --------------------------------------------------------------------------------------- figures
@@ -590,13 +641,14 @@ def segment_counts_png(sweep: SweepRuns, path: Path) -> Path | None:
     fig, axes = _grid(len(sweep.variants))
     for ax, variant in zip(axes, sweep.variants, strict=True):
         t = table.filter(pl.col("variant") == variant)
-        ax.set_title(variant, fontsize="x-small")
+        ax.set_title(variant.replace(",", ",\n"), fontsize="x-small")
         if t.height == 0:
             ax.text(0.5, 0.5, "no segment counts", ha="center", transform=ax.transAxes)
             continue
         wide = t.pivot(on="segments", index="step", values="share").sort("step").fill_null(0.0)
-        shares = [wide.get_column(str(b)).to_numpy() if str(b) in wide.columns else np.zeros(wide.height)
-                  for b in buckets]  # fmt: skip
+        shares = [
+            wide.get_column(str(b)).to_numpy() if str(b) in wide.columns else np.zeros(wide.height) for b in buckets
+        ]
         ax.stackplot(wide.get_column("step").to_numpy(), shares, labels=[str(b) for b in buckets], colors=colours)
         ax.set_ylim(0, 1)
         ax.set_xlabel("training step")

@@ -42,8 +42,12 @@ class Built:
 
 def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: int) -> None:
     cell = f"{variant},seed={seed}"
-    tags = {tracking.SWEEP_TAG: "toy", tracking.TRIAL_TAG: str(trial), tracking.CELL_TAG: cell,
-            tracking.SEED_TAG: str(seed)}  # fmt: skip
+    tags = {
+        tracking.SWEEP_TAG: "toy",
+        tracking.TRIAL_TAG: str(trial),
+        tracking.CELL_TAG: cell,
+        tracking.SEED_TAG: str(seed),
+    }
     if variant != C:  # C's runs predate the variant tag: the report strips the seed off the cell
         tags[tracking.VARIANT_TAG] = variant
     run_id = tracking.child_run(client, eid, parent, f"{trial}:{cell}", tags)
@@ -52,10 +56,15 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
     sink.log_params(
         {
             "eval": {"episodes": N},
-            "harness": {"window": 128, "frac": 0.8, "max_compactions": int(settings["max_compactions"]),
-                        "trigger": "threshold", "t_comp": 24},
+            "harness": {
+                "window": 128,
+                "frac": 0.8,
+                "max_compactions": int(settings["max_compactions"]),
+                "trigger": "threshold",
+                "t_comp": 24,
+            },
             "sweep.cell": cell,
-        }  # fmt: skip
+        }
     )
     final_c, final_s = COMPACTED[variant][seed], SINGLE[variant][seed]
     for step in (0, 4, 8):
@@ -187,8 +196,11 @@ def test_against_published(made: rp.Report) -> None:
     token = rows["compactionrl.ablation.token_level_loss"]  # token -> segment: A -> C
     assert token["published_difference"] == pytest.approx(-6.8)
     assert token["reproduces_direction"] is True and token["verdict"] == "reproduces the direction at 2.27 sigma"
-    for rid in ("supo.ablation.overlong_mask.bcp", "compactionrl.ablation.gae_correction",
-                "supo.ablation.trajectory_group.codegym"):  # fmt: skip
+    for rid in (
+        "supo.ablation.overlong_mask.bcp",
+        "compactionrl.ablation.gae_correction",
+        "supo.ablation.trajectory_group.codegym",
+    ):
         assert rows[rid]["difference"] is None and rows[rid]["verdict"].startswith("not tested")
     assert "not tested: this sweep's `overlong_mask` is not varied" in made.markdown
 
