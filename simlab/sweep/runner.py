@@ -556,6 +556,7 @@ def run_sweep(
         "simlab.objective": spec.objective.metric,
         "simlab.storage": location,
         "mlflow.note.content": spec.description,
+        **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
         **provenance,
     }
     parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -203,6 +203,13 @@ def test_against_published(made: rp.Report) -> None:
     ):
         assert rows[rid]["difference"] is None and rows[rid]["verdict"].startswith("not tested")
     assert "not tested: this sweep's `overlong_mask` is not varied" in made.markdown
+
+
+def test_default_baseline_is_the_sweeps_named_one_else_the_first_cell(made: rp.Report) -> None:
+    # the runner tags the parent run with the spec's `baseline`; a stale name falls back to grid order
+    assert rp.default_baseline(replace(made.sweep, baseline_hint=C)) == C
+    assert rp.default_baseline(replace(made.sweep, baseline_hint="estimator=grpo")) == A
+    assert made.sweep.variants == [A, B, C, D]
 
 
 def test_client_reader_agrees_with_sql(built: Built) -> None:
