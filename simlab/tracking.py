@@ -8,6 +8,7 @@ parent with the ``mlflow.parentRunId`` tag instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -27,6 +28,7 @@ matplotlib.use("Agg")  # no display: figures are rendered in workers and in CI
 import matplotlib.pyplot as plt
 import polars as pl
 from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
@@ -217,7 +219,7 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
     client = store.client()
     found = client.get_experiment_by_name(experiment)
     if found is None and experiment.isdigit():
-        with _suppress_missing():
+        with contextlib.suppress(MlflowException):  # an unknown id raises instead of returning None
             found = client.get_experiment(experiment)
     if found is None or found.lifecycle_stage != "active":
         return None
@@ -240,18 +242,6 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
         token = page.token
         if not token:
             return str(found.experiment_id), runs
-
-
-class _suppress_missing:
-    """``get_experiment`` raises for an unknown id; treat that as "no such experiment"."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
-        from mlflow.exceptions import MlflowException
-
-        return kind is not None and issubclass(kind, MlflowException)
 
 
 def log_artifacts(store: Store, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
