@@ -232,6 +232,9 @@ def _print_report(experiment: str, tracking_uri: str) -> None:
     except ReportError as exc:
         typer.echo(f"no report: {exc}")
         return
+    except (ValueError, OSError) as exc:  # the trials are done and stored: a report failure must not hide that
+        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `simlab report {experiment}`")
+        return
     typer.echo(made.markdown)
     typer.echo(f"report files: {made.files[0].parent} (also artifacts of the parent run {made.logged_to})")
 
