@@ -241,3 +241,15 @@ def test_cli_bad_input_exits_2(built: Built, tmp_path: Path, args: list[str], me
     assert res.exit_code == 2
     assert message in res.output
     assert list(tmp_path.iterdir()) == []  # nothing written on bad input
+
+
+def test_cli_bad_out_and_uri_exit_2(built: Built, tmp_path: Path) -> None:
+    res = run_cli(["report", "toy", "--tracking-uri", built.uri, "--out", str(tmp_path / "absent")])
+    assert res.exit_code == 2 and "choose an existing folder" in res.output
+    res = run_cli(["report", "toy", "--tracking-uri", str(built.folder / "mlflow.db")])
+    assert res.exit_code == 2 and "plain file store" in res.output
+
+
+def test_experiment_by_id(built: Built) -> None:
+    by_name = rp.load_runs("toy", built.uri)
+    assert rp.load_runs(by_name.experiment_id, built.uri).runs.equals(by_name.runs)
