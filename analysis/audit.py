@@ -484,7 +484,8 @@ def ablation_table(data: Published | None = None) -> pl.DataFrame:
 
 
 # ------------------------------------------------------------------------------------ rendering
-def _lfl_text(like: bool | None, ratio: float | None) -> str:
+def like_for_like_text(like: bool | None, ratio: float | None) -> str:
+    """"yes", "no (3x)" (the horizon ratio) or "unknown"; shared with ``simlab report``."""
     if like is None or ratio is None:
         return "unknown"
     return "yes" if like else f"no ({ratio:g}x)"
@@ -509,7 +510,7 @@ def to_markdown(frame: pl.DataFrame) -> str:
                     f"{r['difference']:+.{r['decimals']}f}",
                     "n/a" if se is None else f"{se:.1f}",
                     "n/a" if sigma is None or math.isnan(sigma) else f"{sigma:+.2f}",
-                    _lfl_text(r["like_for_like"], r["horizon_ratio"]),
+                    like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
                     r["verdict"],
                 ]
             )

@@ -218,8 +218,62 @@ def sweep(
     typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
     if result.table is not None:
         typer.echo(f"results table: {result.table} (and {result.table.with_suffix('.md')})")
+    _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"browse the runs with: simlab ui{ui_hint}")
+
+
+def _print_report(experiment: str, tracking_uri: str) -> None:
+    """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
+    from analysis.report import ReportError, build_report
+
+    try:
+        made = build_report(experiment, tracking_uri=tracking_uri)
+    except ReportError as exc:
+        typer.echo(f"no report: {exc}")
+        return
+    except (ValueError, OSError) as exc:  # the trials are done and stored: a report failure must not hide that
+        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `simlab report {experiment}`")
+        return
+    typer.echo(made.markdown)
+    typer.echo(f"report files: {made.files[0].parent} (also artifacts of the parent run {made.logged_to})")
+
+
+@app.command()
+def report(
+    experiment: Annotated[str, typer.Argument(help="Sweep name (its experiment) or any experiment name or id.")],
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Variant to difference against (default: the sweep's first cell)."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Existing folder for report.md/.csv/.parquet and the figures "
+                                   "(default: mlruns/sweeps/<name>/report)."),
+    ] = None,
+    against_published: Annotated[
+        bool, typer.Option("--against-published", help="Add the published ablation deltas for the same choices.")
+    ] = False,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                                            "else sqlite:///<repo>/mlruns/mlflow.db)."),
+    ] = None,
+) -> None:
+    """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
+    from analysis.report import build_report
+
+    try:
+        made = build_report(
+            experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri
+        )
+    except ValueError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+        raise fail(str(exc)) from exc
+    typer.echo(made.markdown)
+    for why in made.skipped:
+        typer.echo(f"figure skipped: {why}", err=True)
+    where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
+    typer.echo(f"written: {made.files[0].parent}{where}", err=True)
 
 
 @app.command()

@@ -8,6 +8,7 @@ parent with the ``mlflow.parentRunId`` tag instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -27,6 +28,7 @@ matplotlib.use("Agg")  # no display: figures are rendered in workers and in CI
 import matplotlib.pyplot as plt
 import polars as pl
 from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
@@ -43,6 +45,13 @@ ROLE_TAG = "simlab.role"
 SWEEP_TAG = "simlab.sweep"
 TRIAL_TAG = "simlab.trial_number"
 REASON_TAG = "simlab.status_reason"
+CELL_TAG = "simlab.cell"
+"""The trial's grid cell with its seed, e.g. ``estimator=rollout_group,normaliser=token,seed=0``."""
+VARIANT_TAG = "simlab.variant"
+"""The cell without its seed: the unit ``simlab report`` pools seeds over."""
+SEED_TAG = "simlab.seed"
+BASELINE_TAG = "simlab.baseline"
+"""On a parent run: the variant ``simlab report`` compares against by default."""
 PARENT_TAG = "mlflow.parentRunId"  # the tag the UI nests child runs by
 KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {KIND_TAG: "custom_model_development"}
@@ -198,6 +207,53 @@ def running_child_runs(client: MlflowClient, experiment_id: str) -> list[tuple[s
         max_results=10_000,
     )
     return [(str(r.info.run_id), dict(r.data.tags)) for r in runs]
+
+
+def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """(experiment id, every active run of it as plain dicts), or ``None`` when no such experiment exists.
+
+    For stores the analysis layer cannot read as a database (a tracking server): ``search_runs`` pages
+    through the whole experiment, never one request per run. ``experiment`` is a name, else an id.
+    Each dict: run_id, run_name, status, start_time, tags, params, metrics (the latest value per key).
+    """
+    client = store.client()
+    found = client.get_experiment_by_name(experiment)
+    if found is None and experiment.isdigit():
+        with contextlib.suppress(MlflowException):  # an unknown id raises instead of returning None
+            found = client.get_experiment(experiment)
+    if found is None or found.lifecycle_stage != "active":
+        return None
+    runs: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs([found.experiment_id], max_results=1000, page_token=token)
+        for r in page:
+            runs.append(
+                {
+                    "run_id": r.info.run_id,
+                    "run_name": r.info.run_name,
+                    "status": r.info.status,
+                    "start_time": r.info.start_time,
+                    "tags": dict(r.data.tags),
+                    "params": dict(r.data.params),
+                    "metrics": dict(r.data.metrics),
+                }
+            )
+        token = page.token
+        if not token:
+            return str(found.experiment_id), runs
+
+
+def log_artifacts(store: Store, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
+    """Attach files (a report's tables and figures) to an existing run, e.g. a sweep's parent run."""
+    client = store.client()
+    for path in paths:
+        client.log_artifact(run_id, str(path), artifact_path)
+
+
+def list_artifacts(store: Store, run_id: str, artifact_path: str | None = None) -> list[str]:
+    """Paths of the artifacts directly under ``artifact_path`` of a run."""
+    return [f.path for f in store.client().list_artifacts(run_id, artifact_path)]
 
 
 def _clip(text: str, limit: int) -> str:

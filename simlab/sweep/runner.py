@@ -374,8 +374,9 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
     tags = {
         tracking.SWEEP_TAG: spec.name,
         tracking.TRIAL_TAG: str(trial.number),
-        "simlab.cell": cell.label,
-        "simlab.seed": str(seed),
+        tracking.CELL_TAG: cell.label,
+        tracking.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        tracking.SEED_TAG: str(seed),
         **ctx.provenance,
         **config_tags,
     }
@@ -555,6 +556,7 @@ def run_sweep(
         "simlab.objective": spec.objective.metric,
         "simlab.storage": location,
         "mlflow.note.content": spec.description,
+        **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
         **provenance,
     }
     parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)

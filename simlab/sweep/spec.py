@@ -15,7 +15,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ TOP_KEYS = (
     "variants",
     "objective",
     "pruner",
+    "baseline",
 )
 BASE_KEYS = ("preset", "recipe", "overrides")
 SAMPLERS = ("grid", "tpe")
@@ -139,6 +140,10 @@ class Base:
     """Key path -> value applied over the presets."""
 
 
+BASE_VARIANT = "base"
+"""The variant of a sweep without a search space (seeds only)."""
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a point of the space and a seed."""
@@ -154,10 +159,16 @@ class Cell:
         return json.dumps({"params": self.params, "seed": self.seed}, sort_keys=True)
 
     @property
+    def variant(self) -> str:
+        """The label without the seed: what ``simlab report`` pools seeds over (``base`` for an empty space)."""
+        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
+        return ",".join(parts) or BASE_VARIANT
+
+    @property
     def label(self) -> str:
         """Short human label for run names and tables."""
-        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
-        return ",".join([*parts, f"seed={self.seed}"])
+        prefix = "" if not self.params else self.variant + ","
+        return f"{prefix}seed={self.seed}"
 
 
 @dataclass(frozen=True)
@@ -184,6 +195,8 @@ class SweepSpec:
     """Early stopping (``nop`` by default)."""
     n_trials: int | None
     """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
+    baseline: str | None = None
+    """The variant (a cell label without the seed) ``simlab report`` differences against by default."""
 
     def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The trial's settings: preset, recipe and every key path, later layers winning."""
@@ -473,7 +486,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
         raise _bad("pruner.percentile", pct, "give a number in (0, 100)")
     pruner = PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
 
-    return SweepSpec(
+    spec = SweepSpec(
         name=name,
         description=description,
         base=base,
@@ -485,6 +498,15 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
         pruner=pruner,
         n_trials=n_trials,
     )
+    baseline = raw.get("baseline")
+    if baseline is None:
+        return spec
+    if sampler != "grid":
+        raise _bad("baseline", baseline, "a baseline needs `sampler = 'grid'` (a tpe sweep has no fixed cells)")
+    known = [Cell(point, seeds[0]).variant for point in spec.grid_points()]
+    if baseline not in known:
+        raise _bad("baseline", baseline, f"choose one of the grid's variants: {', '.join(map(repr, known))}")
+    return replace(spec, baseline=baseline)
 
 
 def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:

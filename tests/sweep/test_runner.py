@@ -48,6 +48,8 @@ def test_sweep_records_diverged_trials_and_continues(ready_stores: Stores, tmp_p
     result = run_cli(["sweep", str(spec), "--workers", "1", "--no-progress", *ready_stores.args()])
     assert result.exit_code == 0, result.output
     assert "results table:" in result.output
+    # the report follows; the toy backend logs no eval/compacted/success, so every seed counts as missing
+    assert "## simlab report: toy" in result.output and "4 of 8 trial runs finished" in result.output
 
     study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
     by_state: dict[TrialState, list[optuna.trial.FrozenTrial]] = {}

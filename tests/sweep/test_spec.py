@@ -50,7 +50,20 @@ BAD = [
     ("objective missing", GOOD.split("[objective]")[0], ["objective=None"]),
     ("bad direction", GOOD + 'direction = "up"\n', ["objective.direction='up'", "'maximize'"]),
     ("not TOML", "seeds = [0,", ["not valid TOML"]),
+    (
+        "baseline not a variant",
+        'baseline = "estimator=grpo,lr=0.1"\n' + GOOD,
+        ["baseline='estimator=grpo,lr=0.1'", "'estimator=rollout_group,lr=0.1'", "'estimator=gae_concat,lr=0.2'"],
+    ),
 ]
+
+
+def test_baseline_names_a_grid_variant() -> None:
+    import tomllib
+
+    spec = parse_spec(tomllib.loads('baseline = "estimator=gae_concat,lr=0.2"\n' + GOOD))
+    assert spec.baseline == "estimator=gae_concat,lr=0.2"
+    assert spec.baseline in {c.variant for c in spec.cells()}
 
 
 @pytest.mark.parametrize(("case", "text", "words"), BAD, ids=[b[0] for b in BAD])

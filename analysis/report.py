@@ -1,0 +1,767 @@
+"""``simlab report``: a sweep's variants with every difference beside its standard error, and figures.
+
+Owns reading a sweep's (or any experiment's) trial runs out of the MLflow store, pooling each grid cell's
+seeds into a variant, and the report's tables and figures. The arithmetic (SE over seeds, differences,
+sigma, like-for-like, tie-aware ranks) is :mod:`analysis.stats`, the same code ``simlab audit`` judges
+the published results with; the published ablations come from :func:`analysis.audit.ablation_table`.
+
+Reading: the default local store is a sqlite file, read here directly (read-only, a handful of queries
+over whole tables into polars), so a sweep of hundreds of runs costs the same few queries as one. Any
+other tracking URI goes through :func:`simlab.tracking.fetch_runs` (paged ``search_runs``); that path has
+no metric histories, so it gives the tables without the figures. Only the tracking layer imports mlflow.
+
+Units: success rates in percentage points, as in :mod:`analysis.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: reports are drawn in CI and at the end of a sweep
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+
+from analysis import stats
+from analysis.audit import ablation_table, like_for_like_text
+from analysis.tables import check_output_dir, markdown_table, write_tables
+
+EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
+"""The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
+HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
+SEGMENT_KEY = "health/segments/count_"
+"""Prefix of the per-bucket rollout counts the credit layer's health summary writes every step."""
+FINAL_PREFIX = "final/"
+"""The runner logs the trial's returned result again under this prefix when the trial finishes."""
+PARAMS = {
+    "eval.episodes": "episodes",
+    "harness.window": "window",
+    "harness.frac": "frac",
+    "harness.max_compactions": "max_compactions",
+    "harness.trigger": "trigger",
+    "harness.t_comp": "t_comp",
+}
+"""Run params the report reads (flattened run config): the evaluation size and the harness geometry."""
+TAGS = {
+    "simlab.role": "role",
+    "simlab.sweep": "sweep",
+    "simlab.cell": "cell",
+    "simlab.variant": "variant",
+    "simlab.seed": "seed",
+    "simlab.trial_number": "trial",
+    "simlab.baseline": "baseline",
+}
+"""The tags :mod:`simlab.tracking` writes (spelled out: reading them must not import mlflow)."""
+WINDOW_ONLY_TRIGGERS = frozenset({"none", "sliding"})
+"""Triggers that never summarise: a rollout never sees more than one window W of history."""
+FIGURES = ("learning_curves.png", "segment_counts.png", "compaction_health.png")
+ARTIFACT_PATH = "report"
+STEM = "report"
+
+_RUN_SCHEMA = {"run_id": pl.String, "run_name": pl.String, "status": pl.String, "start_time": pl.Int64}
+_KV_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.String}
+_METRIC_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.Float64, "is_nan": pl.Boolean}
+_HISTORY_SCHEMA = {
+    "run_id": pl.String,
+    "key": pl.String,
+    "step": pl.Int64,
+    "timestamp": pl.Int64,
+    "value": pl.Float64,
+    "is_nan": pl.Boolean,
+}
+
+
+class ReportError(ValueError):
+    """Bad input for a report: no such experiment, no finished run, an unknown baseline."""
+
+
+# ------------------------------------------------------------------------------------- loading
+@dataclass(frozen=True)
+class SweepRuns:
+    """One experiment's trial runs, one row each, and their metric histories."""
+
+    experiment: str
+    experiment_id: str
+    parent_run_id: str | None
+    """The sweep's parent run (artifacts go there); ``None`` for an experiment no sweep made."""
+    baseline_hint: str | None
+    """The parent run's ``simlab.baseline`` tag, if the sweep named a baseline."""
+    runs: pl.DataFrame
+    """run_id, status, trial, variant, seed, episodes, horizon_compacted, horizon_single_window, and one
+    rate column per evaluation (``compacted``, ``single_window``: fractions, null when not logged)."""
+    history: pl.DataFrame | None
+    """run_id, key, step, value for the figures (finished runs); ``None`` when the store gave none."""
+
+    @property
+    def variants(self) -> list[str]:
+        """Variant names in grid order (the order the sweep ran its cells)."""
+        return self.runs.get_column("variant").unique(maintain_order=True).to_list()
+
+
+def load_runs(
+    experiment: str, tracking_uri: str | None = None, *, reader: Literal["auto", "sql", "client"] = "auto"
+) -> SweepRuns:
+    """Read an experiment's runs: SQL on a local sqlite store, else one paged ``search_runs``.
+
+    ``reader="client"`` forces the client path on a sqlite store too (the two must agree).
+    Raises :class:`ReportError` for an unknown experiment or one without a finished trial run.
+    """
+    from simlab import tracking
+
+    store = tracking.resolve_store(tracking_uri)
+    db = tracking.sqlite_path(store.tracking_uri)
+    sql = db is not None and reader != "client"
+    frames = _read_sqlite(db, experiment) if db is not None and sql else _read_client(store, experiment)
+    return _assemble(experiment, *frames)
+
+
+_Frames = tuple[str, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame | None]
+
+
+def _unknown(experiment: str, where: str) -> ReportError:
+    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first")
+
+
+def _read_sqlite(db: Path, experiment: str) -> _Frames:
+    """Six queries, whatever the number of runs: experiment, runs, tags, params, latest and all metrics."""
+    if not db.is_file():
+        raise _unknown(experiment, f"sqlite:///{db} (no such file)")
+    uri = f"{db.resolve().as_uri()}?mode=ro"  # read-only: a report never writes the store it reads
+    with closing(sqlite3.connect(uri, uri=True)) as conn:
+        found = conn.execute(
+            "SELECT experiment_id FROM experiments WHERE lifecycle_stage = 'active' "
+            "AND (name = ? OR CAST(experiment_id AS TEXT) = ?) ORDER BY name = ? DESC LIMIT 1",
+            (experiment, experiment, experiment),
+        ).fetchone()
+        if found is None:
+            raise _unknown(experiment, f"sqlite:///{db}")
+        eid = found[0]
+        in_experiment = "run_uuid IN (SELECT run_uuid FROM runs WHERE experiment_id = ? AND lifecycle_stage = 'active')"
+
+        def read(sql: str, params: Sequence[Any], schema: dict[str, Any]) -> pl.DataFrame:
+            frame = pl.read_database(sql, conn, execute_options={"parameters": list(params)}, schema_overrides=schema)
+            return frame.cast(schema) if frame.height else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
+
+        def keyed(table: str, keys: Sequence[str], schema: dict[str, Any]) -> pl.DataFrame:
+            marks = ",".join("?" * len(keys))
+            extra = ", is_nan" if "is_nan" in schema else ""
+            sql = f'SELECT run_uuid AS run_id, "key", value{extra} FROM {table} WHERE {in_experiment} '
+            return read(sql + f'AND "key" IN ({marks})', [eid, *keys], schema)
+
+        runs = read(
+            "SELECT run_uuid AS run_id, name AS run_name, status, start_time FROM runs "
+            "WHERE experiment_id = ? AND lifecycle_stage = 'active'",
+            [eid],
+            _RUN_SCHEMA,
+        )
+        tags = keyed("tags", [*TAGS, "mlflow.runName"], _KV_SCHEMA)
+        params = keyed("params", list(PARAMS), _KV_SCHEMA)
+        latest_keys = [*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())]
+        latest = keyed("latest_metrics", latest_keys, _METRIC_SCHEMA)
+        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS]
+        history = read(
+            f'SELECT run_uuid AS run_id, "key", step, timestamp, value, is_nan FROM metrics WHERE {in_experiment} '
+            f'AND ("key" IN ({",".join("?" * len(curve_keys))}) OR "key" LIKE ? ESCAPE \'\\\')',
+            [eid, *curve_keys, SEGMENT_KEY.replace("_", "\\_") + "%"],
+            _HISTORY_SCHEMA,
+        )
+    # a step logged twice keeps its last write, as MLflow's own latest_metrics does
+    history = (
+        history.sort("timestamp")
+        .unique(["run_id", "key", "step"], keep="last")
+        .with_columns(pl.when(pl.col("is_nan")).then(float("nan")).otherwise(pl.col("value")).alias("value"))
+        .select("run_id", "key", "step", "value")
+    )
+    return str(eid), runs, tags, params, latest, history
+
+
+def _read_client(store: Any, experiment: str) -> _Frames:
+    from simlab import tracking
+
+    fetched = tracking.fetch_runs(store, experiment)
+    if fetched is None:
+        raise _unknown(experiment, store.tracking_uri)
+    eid, records = fetched
+    runs = pl.DataFrame([{k: r[k] for k in _RUN_SCHEMA} for r in records], schema=_RUN_SCHEMA)
+
+    def long(field: str, keys: Sequence[str]) -> pl.DataFrame:
+        rows = [(r["run_id"], k, str(v)) for r in records for k, v in r[field].items() if k in keys]
+        return pl.DataFrame(rows, schema=_KV_SCHEMA, orient="row")
+
+    wanted = {*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())}
+    metrics = [
+        (r["run_id"], k, 0.0 if math.isnan(v) else float(v), math.isnan(v))
+        for r in records
+        for k, v in r["metrics"].items()
+        if k in wanted
+    ]
+    latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
+    return eid, runs, long("tags", [*TAGS, "mlflow.runName"]), long("params", list(PARAMS)), latest, None
+
+
+def _wide(long: pl.DataFrame, names: dict[str, str], index: pl.DataFrame) -> pl.DataFrame:
+    """Long (run_id, key, value) to one column per wanted key, every run kept, absent keys null."""
+    wide = long.filter(pl.col("key").is_in(list(names))).pivot(on="key", index="run_id", values="value")
+    wide = wide.rename({k: v for k, v in names.items() if k in wide.columns})
+    out = index.select("run_id").join(wide, on="run_id", how="left")
+    return out.with_columns(pl.lit(None, pl.String).alias(v) for v in names.values() if v not in out.columns)
+
+
+def _variant_of(cell: str | None) -> str | None:
+    """A cell label without its seed, for runs logged before the ``simlab.variant`` tag existed."""
+    if cell is None:
+        return None
+    parts = [p for p in cell.split(",") if not re.fullmatch(r"seed=.*", p)]
+    return ",".join(parts) or "base"
+
+
+def effective_horizon(window: int, frac: float, max_compactions: int, trigger: str, t_comp: int | None = None) -> float:
+    """The run's effective horizon: L x (S + 1) with L = floor(frac x W); W for a trigger that never
+    summarises (``none``, ``sliding``); the ``budget`` trigger fires at W - T_comp, so that is its L."""
+    if trigger in WINDOW_ONLY_TRIGGERS:
+        return float(window)
+    threshold = window - t_comp if trigger == "budget" and t_comp is not None else math.floor(frac * window)
+    return stats.effective_horizon(threshold, max_compactions)
+
+
+def _horizon(row: dict[str, Any]) -> float | None:
+    try:
+        return effective_horizon(
+            int(row["window"]),
+            float(row["frac"]),
+            int(row["max_compactions"]),
+            str(row["trigger"]),
+            None if row["t_comp"] is None else int(row["t_comp"]),
+        )
+    except (TypeError, ValueError):  # a param not logged: the horizon is unknown, never guessed
+        return None
+
+
+def _assemble(
+    experiment: str,
+    eid: str,
+    runs: pl.DataFrame,
+    tags: pl.DataFrame,
+    params: pl.DataFrame,
+    latest: pl.DataFrame,
+    history: pl.DataFrame | None,
+) -> SweepRuns:
+    t = _wide(tags, {**TAGS, "mlflow.runName": "tag_run_name"}, runs)
+    p = _wide(params, PARAMS, runs)
+    frame = runs.join(t, on="run_id", how="left").join(p, on="run_id", how="left")
+    parents = frame.filter(pl.col("role") == "parent").sort("start_time")
+    trials = frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent"))
+    # the latest value of each evaluation metric; the runner's final/ copy wins where it exists
+    values = latest.with_columns(
+        pl.when(pl.col("is_nan")).then(None).otherwise(pl.col("value")).alias("value"),
+        pl.col("key").str.starts_with(FINAL_PREFIX).alias("final"),
+        pl.col("key").str.strip_prefix(FINAL_PREFIX).alias("key"),
+    )
+    for name, key in EVALUATIONS.items():
+        picked = (
+            values.filter(pl.col("key") == key)
+            .sort("final", descending=True)
+            .unique("run_id", keep="first")
+            .select("run_id", pl.col("value").alias(name))
+        )
+        trials = trials.join(picked, on="run_id", how="left")
+    trials = trials.with_columns(
+        pl.coalesce(
+            "variant",
+            pl.col("cell").map_elements(_variant_of, return_dtype=pl.String),
+            "tag_run_name",
+            "run_name",
+        ).alias("variant"),
+        pl.col("seed").cast(pl.Int64, strict=False),
+        pl.col("trial").cast(pl.Int64, strict=False),
+        pl.col("episodes").cast(pl.Int64, strict=False),
+    )
+    horizons = [_horizon(r) for r in trials.iter_rows(named=True)]
+    trials = trials.with_columns(
+        pl.Series("horizon_compacted", horizons, dtype=pl.Float64),
+        pl.col("window").cast(pl.Float64, strict=False).alias("horizon_single_window"),
+    )
+    # grid order: the runner enqueues cells in spec order, so trial numbers follow it
+    trials = trials.sort(["trial", "start_time"], nulls_last=True)
+    if trials.filter(pl.col("status") == "FINISHED").height == 0:
+        statuses = trials.get_column("status").value_counts(sort=True).rows()
+        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
+        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
+    columns = [
+        "run_id",
+        "status",
+        "trial",
+        "variant",
+        "seed",
+        "episodes",
+        "horizon_compacted",
+        "horizon_single_window",
+        *EVALUATIONS,
+    ]
+    parent = parents.row(0, named=True) if parents.height else None
+    finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
+    hist = None
+    if history is not None:
+        hist = history.filter(pl.col("run_id").is_in(finished_ids.implode())).join(
+            trials.select("run_id", "variant", "seed", "episodes"), on="run_id", how="left"
+        )
+    return SweepRuns(
+        experiment=experiment,
+        experiment_id=eid,
+        parent_run_id=None if parent is None else parent["run_id"],
+        baseline_hint=None if parent is None else parent["baseline"],
+        runs=trials.select(columns),
+        history=hist,
+    )
+
+
+# ------------------------------------------------------------------------------------ the table
+def default_baseline(sweep: SweepRuns) -> str:
+    """The sweep's named baseline when it is a variant, else the first variant in grid order."""
+    if sweep.baseline_hint in sweep.variants:
+        return str(sweep.baseline_hint)
+    return sweep.variants[0]
+
+
+def variant_table(sweep: SweepRuns, baseline: str | None = None) -> pl.DataFrame:
+    """One row per (evaluation, variant): mean and SE over seeds, difference from the baseline with
+    its SE and sigma, like-for-like, tie-aware rank; ``missing`` counts finished runs without the metric
+    and ``unfinished`` the runs that did not finish (FAILED, KILLED, still RUNNING)."""
+    names = sweep.variants
+    baseline = default_baseline(sweep) if baseline is None else baseline
+    if baseline not in names:
+        raise ReportError(f"`--baseline={baseline!r}` is invalid; choose one of the variants: {', '.join(names)}")
+    runs = sweep.runs
+    done = pl.col("status") == "FINISHED"
+    unfinished = runs.group_by("variant").agg((~done).sum().alias("unfinished"))
+    parts = []
+    for name in EVALUATIONS:
+        horizon = f"horizon_{name}"
+        # an unfinished run enters as a null rate so its variant stays in the table even with no
+        # finished seed; it is then moved from `missing` to `unfinished`
+        frame = runs.with_columns(
+            pl.when(done & pl.col("episodes").is_not_null()).then(pl.col(name)).alias("rate"),
+            pl.col(horizon).drop_nulls().first().over("variant").alias("horizon"),
+        )
+        summary = stats.variant_summary(frame, variant="variant", rate="rate", episodes="episodes", horizon="horizon")
+        table = stats.against_baseline(summary, baseline, variant="variant", horizon="horizon")
+        parts.append(
+            table.join(unfinished, on="variant", how="left", maintain_order="left").with_columns(
+                (pl.col("missing") - pl.col("unfinished")).alias("missing"),
+                pl.lit(name).alias("evaluation"),
+                pl.lit(baseline).alias("baseline"),
+            )
+        )
+    out = pl.concat(parts)
+    first = ["evaluation", "variant", "baseline", "horizon", "seeds", "missing", "unfinished"]
+    return out.select(first + [c for c in out.columns if c not in first])
+
+
+# ------------------------------------------------------------------- against published ablations
+def _settings(variant: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in variant.split(",") if "=" in p)
+
+
+def _same(a: str | None, b: str) -> bool:
+    # cell labels print Python values (True), the published data writes TOML ones (true)
+    return a is not None and a.lower() == b.lower()
+
+
+def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.DataFrame:
+    """Each published ablation beside every pair of this sweep's variants that differ only in its
+    setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
+    rows = table.filter(pl.col("evaluation") == evaluation).to_dicts()
+    estimate = {
+        r["variant"]: stats.MeanSE(**{k: r[k] for k in ("mean", "se", "se_binomial", "se_seeds", "seeds", "episodes")})
+        for r in rows
+        if r["mean"] is not None
+    }
+    horizon = {r["variant"]: r["horizon"] for r in rows}
+    settings = {r["variant"]: _settings(r["variant"]) for r in rows}
+    out: list[dict[str, Any]] = []
+    for ab in ablation_table().iter_rows(named=True):
+        axis = ab["axis"]
+        published = {
+            "ablation": ab["id"],
+            "claim": ab["claim"],
+            "axis": axis,
+            "full_setting": ab["full_setting"],
+            "ablated_setting": ab["ablated_setting"],
+            "published_difference": ab["difference"],
+            "published_sigma": ab["sigma"],
+        }
+        pairs = [
+            (f, a)
+            for f, sf in settings.items()
+            for a, sa in settings.items()
+            if _same(sf.get(axis), ab["full_setting"])
+            and _same(sa.get(axis), ab["ablated_setting"])
+            and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
+        ]
+        if not pairs:
+            values = sorted({s[axis] for s in settings.values() if axis in s})
+            why = f"takes only {', '.join(values)}" if values else "is not varied"
+            out.append(published | {"verdict": f"not tested: this sweep's `{axis}` {why}"})
+        for f, a in pairs:
+            row = published | {"full_variant": f, "ablated_variant": a}
+            if f in estimate and a in estimate:
+                d = stats.difference(estimate[a], estimate[f])
+                ratio = None
+                if horizon[f] is not None and horizon[a] is not None:
+                    ratio = stats.like_for_like(horizon[a], horizon[f]).ratio
+                row |= {
+                    "difference": d.difference,
+                    "se": d.se,
+                    "sigma": d.sigma,
+                    "horizon_ratio": ratio,
+                    "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
+                    **_direction(d.difference, d.sigma, ab["difference"]),
+                }
+            else:
+                row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
+            out.append(row)
+    schema = {
+        "ablation": pl.String,
+        "claim": pl.String,
+        "axis": pl.String,
+        "full_setting": pl.String,
+        "ablated_setting": pl.String,
+        "published_difference": pl.Float64,
+        "published_sigma": pl.Float64,
+        "full_variant": pl.String,
+        "ablated_variant": pl.String,
+        "difference": pl.Float64,
+        "se": pl.Float64,
+        "sigma": pl.Float64,
+        "horizon_ratio": pl.Float64,
+        "like_for_like": pl.Boolean,
+        "same_direction": pl.Boolean,
+        "reproduces_direction": pl.Boolean,
+        "verdict": pl.String,
+    }
+    return pl.DataFrame(out, schema=schema)
+
+
+def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
+    """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
+    same = math.copysign(1.0, diff) == math.copysign(1.0, published) and diff != 0
+    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
+    size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
+    if same and significant:
+        verdict = f"reproduces the direction at {size}"
+    elif same:
+        verdict = f"same direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+    elif significant:
+        verdict = f"opposite direction at {size}"
+    else:
+        verdict = f"opposite direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+    return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
+
+
+# ------------------------------------------------------------------------------------ rendering
+def _num(x: float | None, fmt: str) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None) -> str:
+    """The report as Markdown: one table per evaluation configuration, then the published ablations."""
+    baseline = table.get_column("baseline")[0]
+    total = sweep.runs.height
+    finished = sweep.runs.filter(pl.col("status") == "FINISHED").height
+    parts = [
+        f"## simlab report: {sweep.experiment}\n\n"
+        f"{finished} of {total} trial runs finished; {len(sweep.variants)} variants; baseline `{baseline}`. "
+        f"Means and SEs in points over seeds; the SE is max(binomial, seed spread) and `SE from` says which. "
+        f"Ranks treat differences under {stats.TIE_SIGMA:g} sigma as ties. H = L x (S+1) (W without "
+        f"summaries); a difference across different H is not like-for-like.\n"
+    ]
+    headers = [
+        "Rank",
+        "Variant",
+        "H",
+        "Seeds",
+        "Missing",
+        "Unfinished",
+        "Mean",
+        "SE",
+        "SE from",
+        "Diff",
+        "SE diff",
+        "Sigma",
+        "Like-for-like",
+    ]
+    for name, key in EVALUATIONS.items():
+        rows = []
+        for r in (
+            table.filter(pl.col("evaluation") == name)
+            .sort("rank", nulls_last=True, maintain_order=True)
+            .iter_rows(named=True)
+        ):
+            is_base = r["variant"] == baseline
+            rows.append(
+                [
+                    _num(r["rank"], "d"),
+                    r["variant"] + (" (baseline)" if is_base else ""),
+                    _num(r["horizon"], "g"),
+                    str(r["seeds"]),
+                    str(r["missing"]),
+                    str(r["unfinished"]),
+                    _num(r["mean"], ".1f"),
+                    _num(r["se"], ".1f"),
+                    r["dominant"] or "n/a",
+                    "-" if is_base else _num(r["difference"], "+.1f"),
+                    "-" if is_base else _num(r["se_difference"], ".1f"),
+                    "-" if is_base else _num(r["sigma"], "+.2f"),
+                    "-" if is_base else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
+                ]
+            )
+        parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
+    if published is not None:
+        headers = [
+            "Published ablation",
+            "Published",
+            "Pub. sigma",
+            "Simlab full -> ablated",
+            "Diff",
+            "SE",
+            "Sigma",
+            "Like-for-like",
+            "Direction",
+        ]
+        rows = [
+            [
+                r["claim"] or r["ablation"],
+                _num(r["published_difference"], "+.1f"),
+                _num(r["published_sigma"], "+.2f"),
+                _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
+                _num(r["difference"], "+.1f"),
+                _num(r["se"], ".1f"),
+                _num(r["sigma"], "+.2f"),
+                "-" if r["difference"] is None else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
+                r["verdict"],
+            ]
+            for r in published.iter_rows(named=True)
+        ]
+        parts.append(
+            "### Against the published ablations (ablated - full, compacted success, points)\n\n"
+            + markdown_table(headers, rows)
+        )
+    return "\n".join(parts)
+
+
+def _pair(full: str | None, ablated: str | None, axis: str) -> str:
+    """``axis: full -> ablated (where the rest)``: the pair by what changes, then what is held fixed."""
+    if full is None or ablated is None:
+        return "-"
+    held = {k: v for k, v in _settings(full).items() if k != axis}
+    where = ",".join(f"{k}={v}" for k, v in held.items())
+    change = f"{axis}: {_settings(full)[axis]} -> {_settings(ablated)[axis]}"
+    return f"{change} ({where})" if where else change
+
+
+# --------------------------------------------------------------------------------------- figures
+def _by_step(history: pl.DataFrame, key: str) -> pl.DataFrame:
+    """variant, step, mean, se (points) of one success-rate metric over seeds, with rate_mean_se."""
+    rows = []
+    at = history.filter((pl.col("key") == key) & pl.col("value").is_not_nan() & pl.col("episodes").is_not_null())
+    for (variant, step), g in at.group_by("variant", "step", maintain_order=True):
+        m = stats.rate_mean_se(g.get_column("value").to_numpy(), g.get_column("episodes").to_numpy())
+        rows.append({"variant": variant, "step": step, "mean": m.mean, "se": m.se})
+    schema = {"variant": pl.String, "step": pl.Int64, "mean": pl.Float64, "se": pl.Float64}
+    return pl.DataFrame(rows, schema=schema).sort("variant", "step", maintain_order=True)
+
+
+def _grid(n: int) -> tuple[Any, list[Any]]:
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False, sharey=True)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
+    """Held-out success over training per variant, mean over seeds with an SE band, both evaluations."""
+    assert sweep.history is not None
+    curves = {name: _by_step(sweep.history, key) for name, key in EVALUATIONS.items()}
+    if all(c.height == 0 for c in curves.values()):
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True, squeeze=False)
+    for ax, (name, curve) in zip(axes[0], curves.items(), strict=True):
+        for variant in sweep.variants:
+            c = curve.filter(pl.col("variant") == variant)
+            if c.height == 0:
+                continue
+            x, m, se = (c.get_column(k).to_numpy() for k in ("step", "mean", "se"))
+            (line,) = ax.plot(x, m, marker="o", ms=3, label=variant)
+            ax.fill_between(x, m - se, m + se, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title(f"{name.replace('_', '-')} success (mean +- SE over seeds)", fontsize="medium")
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("success (points)")
+    axes[0][0].legend(fontsize="x-small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def segment_table(history: pl.DataFrame) -> pl.DataFrame:
+    """variant, step, segments, rollouts (summed over seeds), share of the step's rollouts."""
+    counts = history.filter(pl.col("key").str.starts_with(SEGMENT_KEY) & pl.col("value").is_not_nan())
+    counts = counts.with_columns(
+        pl.col("key").str.strip_prefix(SEGMENT_KEY).cast(pl.Int64, strict=False).alias("segments")
+    ).drop_nulls("segments")
+    table = counts.group_by("variant", "step", "segments").agg(pl.col("value").sum().alias("rollouts"))
+    return table.sort("variant", "step", "segments").with_columns(
+        (pl.col("rollouts") / pl.col("rollouts").sum().over("variant", "step")).alias("share")
+    )
+
+
+def segment_counts_png(sweep: SweepRuns, path: Path) -> Path | None:
+    """Share of rollouts by segments per rollout over training, one panel per variant (seeds pooled)."""
+    assert sweep.history is not None
+    table = segment_table(sweep.history)
+    if table.height == 0:
+        return None
+    top = int(table.get_column("segments").max())  # type: ignore[arg-type]
+    buckets = list(range(1, top + 1))
+    colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(buckets)))
+    fig, axes = _grid(len(sweep.variants))
+    for ax, variant in zip(axes, sweep.variants, strict=True):
+        t = table.filter(pl.col("variant") == variant)
+        ax.set_title(variant.replace(",", ",\n"), fontsize="x-small")
+        if t.height == 0:
+            ax.text(0.5, 0.5, "no segment counts", ha="center", transform=ax.transAxes)
+            continue
+        wide = t.pivot(on="segments", index="step", values="share").sort("step").fill_null(0.0)
+        shares = [
+            wide.get_column(str(b)).to_numpy() if str(b) in wide.columns else np.zeros(wide.height) for b in buckets
+        ]
+        ax.stackplot(wide.get_column("step").to_numpy(), shares, labels=[str(b) for b in buckets], colors=colours)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("training step")
+    axes[0].set_ylabel("share of rollouts")
+    axes[0].legend(title="segments", fontsize="x-small", title_fontsize="x-small", loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def compaction_health_png(sweep: SweepRuns, path: Path) -> Path | None:
+    """Compaction rate against the success of rollouts that compacted, as a path over training steps.
+
+    The seed's healthy pattern is both rising together (the path runs up and to the right); a rate that
+    climbs while the conditional success falls means the policy compacts more and summarises worse.
+    """
+    assert sweep.history is not None
+    rate_key, success_key = HEALTH_KEYS
+    means = (
+        sweep.history.filter(pl.col("key").is_in(HEALTH_KEYS) & pl.col("value").is_not_nan())
+        .group_by("variant", "step", "key")
+        .agg(pl.col("value").mean())
+        .pivot(on="key", index=["variant", "step"], values="value")
+    )
+    if not {rate_key, success_key} <= set(means.columns):
+        return None
+    means = means.drop_nulls([rate_key, success_key]).sort("step")
+    if means.height == 0:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for variant in sweep.variants:
+        v = means.filter(pl.col("variant") == variant)
+        if v.height == 0:
+            continue
+        x, y = 100 * v.get_column(rate_key).to_numpy(), 100 * v.get_column(success_key).to_numpy()
+        (line,) = ax.plot(x, y, marker="o", ms=3, label=variant)
+        ax.plot(x[-1:], y[-1:], marker="s", ms=7, color=line.get_color())  # the last step
+    ax.set_xlabel("compaction rate (% of rollouts that compacted)")
+    ax.set_ylabel("success of compacted rollouts (points)")
+    ax.set_title("compaction health over training (square: last step; healthy: up and right)", fontsize="small")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def write_figures(sweep: SweepRuns, folder: Path) -> tuple[list[Path], list[str]]:
+    """(figures written, why each other one was not): a figure with no data is skipped and said so."""
+    if sweep.history is None:
+        return [], [f"{f}: this store gives no metric histories (not a local sqlite store)" for f in FIGURES]
+    written, skipped = [], []
+    for name, draw in zip(FIGURES, (learning_curves_png, segment_counts_png, compaction_health_png), strict=True):
+        path = draw(sweep, folder / name)
+        if path is None:
+            skipped.append(f"{name}: the finished runs logged none of its metrics")
+        else:
+            written.append(path)
+    return written, skipped
+
+
+# ------------------------------------------------------------------------------------ the report
+@dataclass(frozen=True)
+class Report:
+    sweep: SweepRuns
+    table: pl.DataFrame
+    published: pl.DataFrame | None
+    markdown: str
+    files: list[Path]
+    skipped: list[str]
+    logged_to: str | None
+    """The parent run the files were attached to, if the experiment has one."""
+
+
+def default_out_dir(experiment: str, tracking_uri: str | None = None) -> Path:
+    """``<store folder>/sweeps/<experiment>/report``, beside the runner's results table."""
+    from simlab import tracking
+
+    store = tracking.resolve_store(tracking_uri)
+    base = store.local_folder or (tracking.repo_root() / "mlruns")
+    return base / "sweeps" / experiment / "report"
+
+
+def build_report(
+    experiment: str,
+    *,
+    baseline: str | None = None,
+    out: Path | None = None,
+    against: bool = False,
+    tracking_uri: str | None = None,
+    log: bool = True,
+) -> Report:
+    """Load, tabulate, render and write the report; attach it to the sweep's parent run when ``log``."""
+    from simlab import tracking
+
+    if out is not None:
+        check_output_dir(out)  # before any work, like `simlab audit`
+    sweep = load_runs(experiment, tracking_uri)
+    table = variant_table(sweep, baseline)
+    published = against_published(table) if against else None
+    markdown = to_markdown(sweep, table, published)
+    if out is None:
+        out = default_out_dir(experiment, tracking_uri)
+        out.mkdir(parents=True, exist_ok=True)
+    files = write_tables(table, markdown, out, STEM)
+    if published is not None:
+        files += write_tables(published, markdown, out, f"{STEM}-published")
+    figures, skipped = write_figures(sweep, out)
+    files += figures
+    logged_to = None
+    if log and sweep.parent_run_id is not None:
+        tracking.log_artifacts(tracking.resolve_store(tracking_uri), sweep.parent_run_id, files, ARTIFACT_PATH)
+        logged_to = sweep.parent_run_id
+    return Report(sweep, table, published, markdown, files, skipped, logged_to)

@@ -1,0 +1,255 @@
+"""``simlab report`` on a real MLflow sqlite store written through :mod:`simlab.tracking`.
+
+The store holds what the sweep runner writes: a parent run, and per trial a child run with the runner's
+tags (cell, variant, seed, trial number), the flattened config as params, and per-step metrics (both
+evaluations, compaction health, segment-count buckets), finished with the runner's ``final/`` copy.
+Four variants x three seeds on 50 evaluation episodes; one run never logged its compacted success
+and one run FAILED. Expected numbers are worked by hand in the comments (points; SE = sqrt(max(V_bin,
+V_seed)), V_bin = (1/k^2) sum 1e4 p(1-p)/n, V_seed = s^2/k).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analysis import report as rp
+from simlab import tracking
+from tests.stores import run_cli
+
+N = 50
+A = "estimator=rollout_group,max_compactions=4,normaliser=token"  # baseline: first in grid order
+B = "estimator=trajectory_group,max_compactions=4,normaliser=token"
+C = "estimator=rollout_group,max_compactions=4,normaliser=segment"
+D = "estimator=rollout_group,max_compactions=8,normaliser=token"  # 1.8x the effective horizon
+# final compacted success per seed; None: the run never logged it
+COMPACTED = {A: [0.50, 0.60, 0.70], B: [0.80, 0.84, None], C: [0.40, 0.44, 0.48], D: [0.70, 0.74, 0.30]}
+SINGLE = {A: [0.40, 0.40, 0.40], B: [0.50, 0.50, 0.50], C: [0.30, 0.30, 0.30], D: [0.45, 0.45, 0.45]}
+FAILED = (D, 2)
+
+
+@dataclass(frozen=True)
+class Built:
+    uri: str
+    parent: str
+    folder: Path
+
+
+def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: int) -> None:
+    cell = f"{variant},seed={seed}"
+    tags = {
+        tracking.SWEEP_TAG: "toy",
+        tracking.TRIAL_TAG: str(trial),
+        tracking.CELL_TAG: cell,
+        tracking.SEED_TAG: str(seed),
+    }
+    if variant != C:  # C's runs predate the variant tag: the report strips the seed off the cell
+        tags[tracking.VARIANT_TAG] = variant
+    run_id = tracking.child_run(client, eid, parent, f"{trial}:{cell}", tags)
+    sink = tracking.MlflowSink(client, run_id, figures=False)
+    settings = rp._settings(variant)
+    sink.log_params(
+        {
+            "eval": {"episodes": N},
+            "harness": {
+                "window": 128,
+                "frac": 0.8,
+                "max_compactions": int(settings["max_compactions"]),
+                "trigger": "threshold",
+                "t_comp": 24,
+            },
+            "sweep.cell": cell,
+        }
+    )
+    final_c, final_s = COMPACTED[variant][seed], SINGLE[variant][seed]
+    for step in (0, 4, 8):
+        last = step == 8
+        metrics = {
+            "eval/single_window/success": final_s if last else 0.1,
+            "train/compaction_rate": 0.2 + 0.05 * step,
+            "train/summarised_success": 0.3 + 0.04 * step,
+            "health/segments/count_1": 8.0 - step // 2,
+            "health/segments/count_2": 4.0 + step // 2,
+            "health/segments/count_3": float(step // 4),
+        }
+        if final_c is not None:
+            metrics["eval/compacted/success"] = final_c if last else 0.25
+        sink.log_metrics(metrics, step)
+    if (variant, seed) == FAILED:
+        sink.close("FAILED", "RuntimeError: diverged")
+        return
+    finals = {"final/eval/single_window/success": final_s}
+    if final_c is not None:
+        finals["final/eval/compacted/success"] = final_c
+    sink.log_metrics(finals, 8)
+    sink.close("FINISHED")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, empty_mlflow_db: Path) -> Built:
+    folder = tmp_path_factory.mktemp("report-store")
+    shutil.copy(empty_mlflow_db, folder / "mlflow.db")
+    store = tracking.resolve_store(f"sqlite:///{folder / 'mlflow.db'}")
+    client = tracking.prepare(store)
+    eid = tracking.ensure_experiment(client, "toy", store)
+    parent = tracking.parent_run(client, eid, "toy", {"simlab.objective": "eval/compacted/success"})
+    trial = 0
+    for variant in (A, B, C, D):
+        for seed in range(3):
+            _log_trial(client, eid, parent, trial, variant, seed)
+            trial += 1
+    tracking.finish_run(client, parent)
+    # an experiment whose only run failed: nothing to report
+    bad = tracking.ensure_experiment(client, "all-failed", store)
+    bad_parent = tracking.parent_run(client, bad, "all-failed", {})
+    tracking.finish_run(client, tracking.child_run(client, bad, bad_parent, "0:seed=0", {}), "FAILED")
+    return Built(store.tracking_uri, parent, folder)
+
+
+@pytest.fixture(scope="module")
+def made(built: Built, tmp_path_factory: pytest.TempPathFactory) -> rp.Report:
+    out = tmp_path_factory.mktemp("report-out")
+    return rp.build_report("toy", out=out, against=True, tracking_uri=built.uri)
+
+
+def _row(table: pl.DataFrame, variant: str, evaluation: str = "compacted") -> dict:
+    return table.filter((pl.col("variant") == variant) & (pl.col("evaluation") == evaluation)).row(0, named=True)
+
+
+def test_means_ses_and_differences_match_hand_computation(made: rp.Report) -> None:
+    t = made.table
+    a, b, c, d = (_row(t, v) for v in (A, B, C, D))
+    # A: 50, 60, 70 -> mean 60; s^2 = 100, V_seed = 33.33 > V_bin = (50 + 48 + 42) / 9 = 15.56
+    assert a["mean"] == pytest.approx(60.0)
+    assert a["se"] == pytest.approx(math.sqrt(100 / 3))
+    assert a["se_binomial"] == pytest.approx(math.sqrt(140 / 9))
+    assert a["dominant"] == "seeds"
+    # B: 80, 84 (the third seed missing) -> mean 82; V_seed = 8 / 2 = 4 < V_bin = (32 + 26.88) / 4 = 14.72
+    assert (b["mean"], b["seeds"], b["missing"], b["unfinished"]) == (pytest.approx(82.0), 2, 1, 0)
+    assert b["se"] == pytest.approx(math.sqrt(14.72))
+    assert b["dominant"] == "binomial"
+    assert b["difference"] == pytest.approx(22.0)
+    assert b["se_difference"] == pytest.approx(math.sqrt(100 / 3 + 14.72))
+    assert b["sigma"] == pytest.approx(22.0 / math.sqrt(100 / 3 + 14.72))  # 3.17
+    # C: 40, 44, 48 -> mean 44; V_bin = (48 + 49.28 + 49.92) / 9 = 16.36 > V_seed = 16 / 3
+    assert c["se"] == pytest.approx(math.sqrt(147.2 / 9))
+    assert c["sigma"] == pytest.approx(-16.0 / math.sqrt(100 / 3 + 147.2 / 9))  # -2.27
+    # D: 70, 74 finished, the third FAILED -> counted as unfinished, not as a seed nor as missing
+    assert (d["mean"], d["seeds"], d["missing"], d["unfinished"]) == (pytest.approx(72.0), 2, 0, 1)
+    assert d["se"] == pytest.approx(math.sqrt((42 + 38.48) / 4))
+    assert d["sigma"] == pytest.approx(12.0 / math.sqrt(100 / 3 + 20.12))  # 1.64
+    # single-window: A's three seeds agree, so the binomial floor is the whole SE: sqrt(3 * 48 / 9) = 4
+    sw = _row(t, A, "single_window")
+    assert (sw["mean"], sw["se"], sw["dominant"]) == (pytest.approx(40.0), pytest.approx(4.0), "binomial")
+
+
+def test_like_for_like_and_ties(made: rp.Report) -> None:
+    t = made.table
+    # H = floor(0.8 * 128) x (S + 1) = 102 x 5 = 510 for S = 4, 102 x 9 = 918 for S = 8
+    assert _row(t, A)["horizon"] == 510 and _row(t, D)["horizon"] == 918
+    assert _row(t, D)["like_for_like"] is False and _row(t, D)["horizon_ratio"] == pytest.approx(1.8)
+    assert _row(t, B)["like_for_like"] is True
+    # single-window evaluation disables compaction: every variant runs at H = W, so like-for-like
+    assert _row(t, D, "single_window")["like_for_like"] is True
+    # B beats A (3.2 sigma) but only ties D (10 / 5.90 = 1.69 sigma); D ties A (1.64); all beat C
+    ranks = {v: _row(t, v)["rank"] for v in (A, B, C, D)}
+    assert ranks == {B: 1, D: 1, A: 2, C: 4}
+
+
+def test_markdown_figures_and_parent_artifacts(made: rp.Report, built: Built) -> None:
+    md = made.markdown
+    assert f"{A} (baseline)" in md and "no (1.8x)" in md
+    assert "11 of 12 trial runs finished" in md
+    names = {p.name for p in made.files}
+    assert {"report.md", "report.csv", "report.parquet", *rp.FIGURES} <= names
+    for fig in rp.FIGURES:
+        path = next(p for p in made.files if p.name == fig)
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    assert made.skipped == []
+    assert pl.read_parquet(next(p for p in made.files if p.name == "report.parquet")).equals(made.table)
+    assert made.logged_to == built.parent
+    logged = {Path(p).name for p in tracking.list_artifacts(tracking.resolve_store(built.uri), built.parent, "report")}
+    assert names <= logged
+
+
+def test_segment_shares_pool_seeds(made: rp.Report) -> None:
+    assert made.sweep.history is not None
+    seg = rp.segment_table(made.sweep.history).filter((pl.col("variant") == A) & (pl.col("step") == 8))
+    # per seed at step 8: 4, 8, 2 rollouts with 1, 2, 3 segments -> shares 4/14, 8/14, 2/14
+    assert seg.get_column("rollouts").to_list() == [12.0, 24.0, 6.0]
+    assert seg.get_column("share").to_list() == pytest.approx([4 / 14, 8 / 14, 2 / 14])
+
+
+def test_against_published(made: rp.Report) -> None:
+    assert made.published is not None
+    rows = {r["ablation"]: r for r in made.published.iter_rows(named=True)}
+    traj = rows["supo.ablation.trajectory_group.bcp"]  # rollout_group -> trajectory_group: A -> B
+    assert (traj["full_variant"], traj["ablated_variant"]) == (A, B)
+    assert traj["published_difference"] == pytest.approx(-4.0)
+    assert traj["difference"] == pytest.approx(22.0) and traj["same_direction"] is False
+    assert traj["verdict"].startswith("opposite direction at 3.17 sigma")
+    token = rows["compactionrl.ablation.token_level_loss"]  # token -> segment: A -> C
+    assert token["published_difference"] == pytest.approx(-6.8)
+    assert token["reproduces_direction"] is True and token["verdict"] == "reproduces the direction at 2.27 sigma"
+    for rid in (
+        "supo.ablation.overlong_mask.bcp",
+        "compactionrl.ablation.gae_correction",
+        "supo.ablation.trajectory_group.codegym",
+    ):
+        assert rows[rid]["difference"] is None and rows[rid]["verdict"].startswith("not tested")
+    assert "not tested: this sweep's `overlong_mask` is not varied" in made.markdown
+
+
+def test_default_baseline_is_the_sweeps_named_one_else_the_first_cell(made: rp.Report) -> None:
+    # the runner tags the parent run with the spec's `baseline`; a stale name falls back to grid order
+    assert rp.default_baseline(replace(made.sweep, baseline_hint=C)) == C
+    assert rp.default_baseline(replace(made.sweep, baseline_hint="estimator=grpo")) == A
+    assert made.sweep.variants == [A, B, C, D]
+
+
+def test_client_reader_agrees_with_sql(built: Built) -> None:
+    sql = rp.load_runs("toy", built.uri, reader="sql")
+    client = rp.load_runs("toy", built.uri, reader="client")
+    assert client.history is None
+    cols = [c for c in sql.runs.columns if c != "trial"] + ["trial"]
+    assert client.runs.select(cols).sort("run_id").equals(sql.runs.select(cols).sort("run_id"))
+    assert rp.variant_table(client).equals(rp.variant_table(sql))
+
+
+def test_cli_report_and_baseline(built: Built, tmp_path: Path) -> None:
+    res = run_cli(["report", "toy", "--tracking-uri", built.uri, "--out", str(tmp_path), "--baseline", B])
+    assert res.exit_code == 0, res.output
+    assert f"{B} (baseline)" in res.output
+    assert (tmp_path / "report.md").read_text().startswith("## simlab report: toy")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "experiment 'nope' does not exist"),
+        (["all-failed"], "has no finished runs (1 FAILED)"),
+        (["toy", "--baseline", "estimator=grpo"], f"choose one of the variants: {A}, {B}, {C}, {D}"),
+    ],
+)
+def test_cli_bad_input_exits_2(built: Built, tmp_path: Path, args: list[str], message: str) -> None:
+    res = run_cli(["report", *args, "--tracking-uri", built.uri, "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    assert message in res.output
+    assert list(tmp_path.iterdir()) == []  # nothing written on bad input
+
+
+def test_cli_bad_out_and_uri_exit_2(built: Built, tmp_path: Path) -> None:
+    res = run_cli(["report", "toy", "--tracking-uri", built.uri, "--out", str(tmp_path / "absent")])
+    assert res.exit_code == 2 and "choose an existing folder" in res.output
+    res = run_cli(["report", "toy", "--tracking-uri", str(built.folder / "mlflow.db")])
+    assert res.exit_code == 2 and "plain file store" in res.output
+
+
+def test_experiment_by_id(built: Built) -> None:
+    by_name = rp.load_runs("toy", built.uri)
+    assert rp.load_runs(by_name.experiment_id, built.uri).runs.equals(by_name.runs)
