@@ -379,7 +379,7 @@ def learning_curve_png(
     for key in wanted:
         pts = [(row["step"], row[key]) for row in rows if key in row and math.isfinite(row[key])]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=key)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=key)
     ax.set_xlabel("training step")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)

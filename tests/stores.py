@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +37,20 @@ def stores(tmp_path: Path) -> Stores:
     return Stores(folder, f"sqlite:///{folder / 'mlflow.db'}", folder / "journal.log")
 
 
-@pytest.fixture(scope="session")
-def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An initialised, empty MLflow sqlite store (creating the tables takes seconds; copy this instead)."""
+@functools.cache
+def _template_db() -> Path:
+    # one per test process, however many conftests import the fixture below
     from simlab import tracking
 
-    folder = tmp_path_factory.mktemp("mlflow-template")
+    folder = Path(tempfile.mkdtemp(prefix="simlab-mlflow-template-"))
     tracking.prepare(tracking.resolve_store(f"sqlite:///{folder / 'mlflow.db'}")).search_experiments()
     return folder / "mlflow.db"
+
+
+@pytest.fixture(scope="session")
+def empty_mlflow_db() -> Path:
+    """An initialised, empty MLflow sqlite store (creating the tables takes seconds; copy this instead)."""
+    return _template_db()
 
 
 @pytest.fixture

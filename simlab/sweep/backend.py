@@ -101,12 +101,16 @@ def _simlab_train(cfg: Any, sink: MetricSink, store: Path) -> dict[str, float]:
 
 
 def _simlab_prepare(cfgs: list[Any], store: Path) -> None:
+    from tqdm import tqdm
+
     _, train = _trainer_modules()
     seen: set[str] = set()
     for cfg in cfgs:
-        if cfg.base_key() not in seen:  # one per task preset and base config, cached on disk
-            seen.add(cfg.base_key())
-            train.base_checkpoint(cfg, store)
+        if cfg.base_key() in seen:  # one per task preset and base config, cached on disk
+            continue
+        seen.add(cfg.base_key())
+        with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step") as bar:
+            train.base_checkpoint(cfg, store, progress=bar.update)
 
 
 SIMLAB = TrialBackend(

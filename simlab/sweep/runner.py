@@ -528,8 +528,7 @@ def run_sweep(
     store = tracking.resolve_store(tracking_uri, root)
     location = storage_location(storage, root)
 
-    # first writes: both stores
-    client = tracking.prepare(store)
+    # first writes: the study (a changed spec under the same name is refused before MLflow is touched)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     direction: Literal["minimize", "maximize"] = (
         "minimize" if spec.objective.direction == "minimize" else "maximize"
@@ -549,6 +548,7 @@ def run_sweep(
             "a new `name` or another --storage (resuming it would mix two sweeps)"
         )
     study.set_user_attr("simlab.fingerprint", spec.fingerprint())
+    client = tracking.prepare(store)
     experiment_id = tracking.ensure_experiment(client, spec.name, store)
     provenance = tracking.provenance_tags()
     parent_tags = {

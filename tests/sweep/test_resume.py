@@ -33,7 +33,7 @@ metric = "eval/compacted_success"
 """
 
 
-def _sweep(spec: Path, stores: Stores) -> subprocess.Popen[str]:
+def _sweep(spec: Path, stores: Stores, workers: int = 2) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [
         sys.executable,
@@ -42,7 +42,7 @@ def _sweep(spec: Path, stores: Stores) -> subprocess.Popen[str]:
         "sweep",
         str(spec),
         "--workers",
-        "2",
+        str(workers),
         "--no-progress",
         *stores.args(),
     ]
@@ -120,7 +120,7 @@ def test_sigkill_then_rerun_completes_every_cell_once(ready_stores: Stores, tmp_
     before = finished()
     assert before, "no run finished before the kill"
 
-    rerun = _sweep(spec_path, ready_stores)
+    rerun = _sweep(spec_path, ready_stores, workers=1)  # resuming with another worker count is fine
     output = rerun.communicate(timeout=300)[0]
     assert rerun.returncode == 0, output
     assert "queued their cells again" in output

@@ -89,3 +89,12 @@ def test_sweep_records_diverged_trials_and_continues(ready_stores: Stores, tmp_p
     assert again.exit_code == 0, again.output
     assert "0 of 8 trial(s) to run" in again.output
     assert len(study.get_trials()) == 8
+
+
+def test_changed_spec_under_the_same_name_is_refused(ready_stores: Stores, tmp_path: Path) -> None:
+    small = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1]").replace("[true, false]", "[true]")
+    spec = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0]"))
+    assert run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()]).exit_code == 0
+    changed = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0, 2]"), "changed.toml")
+    result = run_cli(["sweep", str(changed), "--no-progress", *ready_stores.args()])
+    assert result.exit_code == 2 and "made from a different spec" in result.output
