@@ -454,17 +454,20 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
 
 def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
     """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
-    same = math.copysign(1.0, diff) == math.copysign(1.0, published) and diff != 0
-    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
     size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
+    if diff == 0:  # no sign to compare: neither reproduces nor contradicts the published direction
+        return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
+    same = math.copysign(1.0, diff) == math.copysign(1.0, published)
+    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
+    reading = stats.describe_sigma(sigma).split(" (")[0]
     if same and significant:
         verdict = f"reproduces the direction at {size}"
     elif same:
-        verdict = f"same direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+        verdict = f"same direction, {reading} ({size})"
     elif significant:
         verdict = f"opposite direction at {size}"
     else:
-        verdict = f"opposite direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+        verdict = f"opposite direction, {reading} ({size})"
     return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
 
 
