@@ -454,17 +454,20 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
 
 def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
     """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
-    same = math.copysign(1.0, diff) == math.copysign(1.0, published) and diff != 0
-    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
     size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
+    if diff == 0:  # no sign to compare: neither reproduces nor contradicts the published direction
+        return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
+    same = math.copysign(1.0, diff) == math.copysign(1.0, published)
+    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
+    reading = stats.describe_sigma(sigma).split(" (")[0]
     if same and significant:
         verdict = f"reproduces the direction at {size}"
     elif same:
-        verdict = f"same direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+        verdict = f"same direction, {reading} ({size})"
     elif significant:
         verdict = f"opposite direction at {size}"
     else:
-        verdict = f"opposite direction, {stats.describe_sigma(sigma).split(' (')[0]} ({size})"
+        verdict = f"opposite direction, {reading} ({size})"
     return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
 
 
@@ -643,7 +646,7 @@ def segment_counts_png(sweep: SweepRuns, path: Path) -> Path | None:
         t = table.filter(pl.col("variant") == variant)
         ax.set_title(variant.replace(",", ",\n"), fontsize="x-small")
         if t.height == 0:
-            ax.text(0.5, 0.5, "no segment counts", ha="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "no finished run with segment counts", ha="center", transform=ax.transAxes)
             continue
         wide = t.pivot(on="segments", index="step", values="share").sort("step").fill_null(0.0)
         shares = [
@@ -679,19 +682,28 @@ def compaction_health_png(sweep: SweepRuns, path: Path) -> Path | None:
     means = means.drop_nulls([rate_key, success_key]).sort("step")
     if means.height == 0:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    # left: both over training (a constant rate, e.g. every rollout compacting, leaves the path on the
+    # right a vertical line, so the time series are drawn too); right: one against the other
+    fig, (over_time, path_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for variant in sweep.variants:
         v = means.filter(pl.col("variant") == variant)
         if v.height == 0:
             continue
+        step = v.get_column("step").to_numpy()
         x, y = 100 * v.get_column(rate_key).to_numpy(), 100 * v.get_column(success_key).to_numpy()
-        (line,) = ax.plot(x, y, marker="o", ms=3, label=variant)
-        ax.plot(x[-1:], y[-1:], marker="s", ms=7, color=line.get_color())  # the last step
-    ax.set_xlabel("compaction rate (% of rollouts that compacted)")
-    ax.set_ylabel("success of compacted rollouts (points)")
-    ax.set_title("compaction health over training (square: last step; healthy: up and right)", fontsize="small")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
+        (line,) = over_time.plot(step, x, marker="o", ms=3, label=variant)
+        over_time.plot(step, y, marker="x", ms=4, ls="--", color=line.get_color())
+        path_ax.plot(x, y, marker="o", ms=3, color=line.get_color())
+        path_ax.plot(x[-1:], y[-1:], marker="s", ms=7, color=line.get_color())  # the last step
+    over_time.set_xlabel("training step")
+    over_time.set_ylabel("points")
+    over_time.set_title("compaction rate (solid), success of compacted rollouts (dashed)", fontsize="small")
+    over_time.legend(fontsize="x-small")
+    path_ax.set_xlabel("compaction rate (% of rollouts that compacted)")
+    path_ax.set_ylabel("success of compacted rollouts (points)")
+    path_ax.set_title("one against the other (square: last step; healthy: up and right)", fontsize="small")
+    for ax in (over_time, path_ax):
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

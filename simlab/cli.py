@@ -244,7 +244,8 @@ def report(
     experiment: Annotated[str, typer.Argument(help="Sweep name (its experiment) or any experiment name or id.")],
     baseline: Annotated[
         str | None,
-        typer.Option("--baseline", help="Variant to difference against (default: the sweep's first cell)."),
+        typer.Option("--baseline", help="Variant to difference against (default: the spec's baseline, "
+                                        "else the first grid cell)."),
     ] = None,
     out: Annotated[
         Path | None,

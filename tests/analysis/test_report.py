@@ -253,3 +253,20 @@ def test_cli_bad_out_and_uri_exit_2(built: Built, tmp_path: Path) -> None:
 def test_experiment_by_id(built: Built) -> None:
     by_name = rp.load_runs("toy", built.uri)
     assert rp.load_runs(by_name.experiment_id, built.uri).runs.equals(by_name.runs)
+
+
+@pytest.mark.parametrize(
+    ("diff", "sigma", "verdict", "reproduces"),
+    [
+        (-5.0, -2.5, "reproduces the direction at 2.50 sigma", True),
+        (-1.0, -0.4, "same direction, within noise (0.40 sigma)", False),
+        (-3.0, -1.5, "same direction, not significant (1.50 sigma)", False),
+        (4.0, 2.0, "opposite direction at 2.00 sigma", False),
+        (0.0, 0.0, "no difference (0.00 sigma)", False),
+    ],
+)
+def test_direction_against_a_negative_published_delta(
+    diff: float, sigma: float, verdict: str, reproduces: bool
+) -> None:
+    got = rp._direction(diff, sigma, -4.0)
+    assert (got["verdict"], got["reproduces_direction"]) == (verdict, reproduces)
