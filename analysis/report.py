@@ -39,6 +39,13 @@ from analysis.tables import check_output_dir, markdown_table, write_tables
 EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
 HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
+CREDIT_KEYS = {
+    "weight_share": "health/compacting/loss_share",
+    "token_share": "health/compacting/token_share",
+    "baseline_shift": "health/baseline_shift/mean",
+    "adv_error": "adv_error/pre_final/rel_l2",
+}
+"""What each variant's credit assignment did to its batches, logged every step (seed Blocks 1 and 2)."""
 SEGMENT_KEY = "health/segments/count_"
 """Prefix of the per-bucket rollout counts the credit layer's health summary writes every step."""
 FINAL_PREFIX = "final/"
@@ -168,7 +175,7 @@ def _read_sqlite(db: Path, experiment: str) -> _Frames:
         params = keyed("params", list(PARAMS), _KV_SCHEMA)
         latest_keys = [*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())]
         latest = keyed("latest_metrics", latest_keys, _METRIC_SCHEMA)
-        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS]
+        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values()]
         history = read(
             f'SELECT run_uuid AS run_id, "key", step, timestamp, value, is_nan FROM metrics WHERE {in_experiment} '
             f'AND ("key" IN ({",".join("?" * len(curve_keys))}) OR "key" LIKE ? ESCAPE \'\\\')',
@@ -476,6 +483,74 @@ def _num(x: float | None, fmt: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
+def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
+    """Per variant, each credit-health quantity averaged over training steps, then mean and SE over seeds.
+
+    These move with the credit choice itself rather than with learning, so they differ between variants
+    even when a short sweep's success rates are ties: the segment normaliser hands compacting rollouts
+    more loss weight than their token share (Block 1: 80% on 65.8%), and a trajectory-group baseline
+    shifts when segment counts correlate with reward. ``excess`` is weight share minus token share.
+    """
+    if sweep.history is None:
+        return None
+    wanted = {v: k for k, v in CREDIT_KEYS.items()}
+    h = sweep.history.filter(pl.col("key").is_in(list(wanted)) & pl.col("value").is_not_nan())
+    if h.height == 0:
+        return None
+    per_run = (
+        h.group_by(["variant", "seed", "key"])
+        .agg(pl.col("value").mean())
+        .with_columns(pl.col("key").replace_strict(wanted))
+        .pivot(on="key", index=["variant", "seed"], values="value")
+    )
+    for name in CREDIT_KEYS:
+        if name not in per_run.columns:
+            per_run = per_run.with_columns(pl.lit(None, dtype=pl.Float64).alias(name))
+    per_run = per_run.with_columns((pl.col("weight_share") - pl.col("token_share")).alias("excess"))
+    rows = []
+    for variant in sweep.variants:
+        g = per_run.filter(pl.col("variant") == variant)
+        row: dict[str, Any] = {"variant": variant, "seeds": g.height}
+        for name in ("weight_share", "token_share", "excess", "baseline_shift", "adv_error"):
+            values = g.get_column(name).drop_nulls().to_numpy() if g.height else np.array([])
+            m = stats.mean_se(values) if values.size else None
+            row[name] = None if m is None else m.mean
+            row[f"{name}_se"] = None if m is None or values.size < 2 else m.se
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "n/a"
+    text = format(mean * scale, fmt)
+    return text if se is None else f"{text} ± {format(se * scale, '.1f' if scale > 1 else '.3f')}"
+
+
+def credit_markdown(credit: pl.DataFrame) -> str:
+    headers = ["Variant", "Seeds", "Compacting weight share (%)", "Their token share (%)",
+               "Excess weight (points)", "Baseline shift", "Adv. error, pre-final segments (rel. L2)"]
+    rows = [
+        [
+            r["variant"],
+            str(r["seeds"]),
+            _mean_se_text(r["weight_share"], r["weight_share_se"], 100, ".1f"),
+            _mean_se_text(r["token_share"], r["token_share_se"], 100, ".1f"),
+            _mean_se_text(r["excess"], r["excess_se"], 100, "+.1f"),
+            _mean_se_text(r["baseline_shift"], r["baseline_shift_se"], 1, "+.3f"),
+            _mean_se_text(r["adv_error"], r["adv_error_se"], 1, ".3f"),
+        ]
+        for r in credit.iter_rows(named=True)
+    ]
+    return (
+        "### Credit health over training (mean over steps; ± SE over seeds)\n\n"
+        "What each variant's credit assignment did to its batches: the share of loss weight the compacting "
+        "rollouts got against their share of tokens, the trajectory-group baseline's shift from the "
+        "rollout-group one, and (GAE estimators) the error against the concatenated-GAE reference.\n\n"
+        + markdown_table(headers, rows)
+    )
+
+
 def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None) -> str:
     """The report as Markdown: one table per evaluation configuration, then the published ablations."""
     baseline = table.get_column("baseline")[0]
@@ -529,6 +604,9 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
                 ]
             )
         parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
+    credit = credit_table(sweep)
+    if credit is not None:
+        parts.append(credit_markdown(credit))
     if published is not None:
         headers = [
             "Published ablation",

@@ -76,6 +76,10 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
             "health/segments/count_1": 8.0 - step // 2,
             "health/segments/count_2": 4.0 + step // 2,
             "health/segments/count_3": float(step // 4),
+            # credit health: the segment normaliser over-weights compacting rollouts; B's baseline shifts
+            "health/compacting/loss_share": 0.8 if variant == C else 0.6,
+            "health/compacting/token_share": 0.6,
+            "health/baseline_shift/mean": 0.1 * seed if variant == B else 0.0,
         }
         if final_c is not None:
             metrics["eval/compacted/success"] = final_c if last else 0.25
@@ -270,3 +274,17 @@ def test_direction_against_a_negative_published_delta(
 ) -> None:
     got = rp._direction(diff, sigma, -4.0)
     assert (got["verdict"], got["reproduces_direction"]) == (verdict, reproduces)
+
+
+def test_credit_health_table(made: rp.Report) -> None:
+    credit = rp.credit_table(made.sweep)
+    assert credit is not None
+    rows = {r["variant"]: r for r in credit.iter_rows(named=True)}
+    assert rows[C]["excess"] == pytest.approx(0.2) and rows[C]["excess_se"] == pytest.approx(0.0)
+    assert rows[A]["excess"] == pytest.approx(0.0)
+    assert rows[B]["baseline_shift"] == pytest.approx(0.1)  # seeds 0, 1, 2 -> 0.0, 0.1, 0.2
+    assert rows[B]["baseline_shift_se"] == pytest.approx(0.1 / 3**0.5)
+    assert rows[D]["seeds"] == 2  # the FAILED run is not in the histories
+    assert rows[A]["adv_error"] is None  # group estimators log no error against the GAE reference
+    assert "### Credit health over training" in made.markdown
+    assert "+20.0 ± 0.0" in made.markdown
