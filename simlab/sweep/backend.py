@@ -109,7 +109,8 @@ def _simlab_prepare(cfgs: list[Any], store: Path) -> None:
         if cfg.base_key() in seen:  # one per task preset and base config, cached on disk
             continue
         seen.add(cfg.base_key())
-        with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step") as bar:
+        # delay: a cached checkpoint returns at once and shows no bar
+        with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
             train.base_checkpoint(cfg, store, progress=bar.update)
 
 

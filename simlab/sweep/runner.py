@@ -420,8 +420,11 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
         got = ", ".join(sorted(result)) or "nothing"
         return fail("error", f"objective {spec.objective.metric!r} is {value!r}; the trial returned {got}")
     tsink._check_coordinator()
-    finals = {f"final/{k}": float(v) for k, v in result.items() if isinstance(v, int | float)}
-    sink.log_metrics(finals, max(tsink.last_step, 0))
+    # the trainer logs its final evaluation itself; record only what it returned without logging
+    logged = sink.rows[-1] if sink.rows else {}
+    unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
+    if unlogged:
+        sink.log_metrics(unlogged, max(tsink.last_step, 0))
     study.tell(trial, float(value))  # before closing the run: see reconcile for a death in between
     sink.close("FINISHED")
     return TrialOutcome(
