@@ -22,6 +22,12 @@ class Preset:
     harness: dict[str, Any] = field(default_factory=dict)
     """``HarnessConfig`` fields this preset was calibrated with."""
     about: str = ""
+    policy: dict[str, Any] = field(default_factory=dict)
+    """Policy shape the preset is sized for (``simlab.policy.PolicyConfig`` fields)."""
+    base: dict[str, Any] = field(default_factory=dict)
+    """Base-model settings (``simlab.config.BaseConfig`` fields) that give a competent, imperfect start."""
+    train: dict[str, Any] = field(default_factory=dict)
+    """RL settings (``simlab.config.TrainConfig`` fields) the preset learns with; a recipe's own win."""
 
 
 _KR = "simlab/KeyRecall-v0"
@@ -33,6 +39,12 @@ PRESETS: dict[str, Preset] = {
         Preset("keyrecall-tiny", _KR, KeyRecallConfig(),
                dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=6, max_steps=40),
                "6 facts, a 3-fact summary, ~2-3 compactions per rollout"),
+        Preset("keyrecall-mini", _KR,
+               KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5)),
+               dict(window=32, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
+               "the demo preset: 1 fact, a 1-pair summary, ~2 compactions; sized for minutes on 2 CPU cores",
+               policy=dict(n_layer=2, n_head=4, d_model=64),
+               base=dict(steps=320, episodes=64, lr=1e-3)),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
                dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),
