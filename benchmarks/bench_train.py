@@ -15,7 +15,7 @@ token attends to at most W keys, so the cost is linear in the horizon; without, 
 quadratic.
 
     PYTHONPATH=. python benchmarks/bench_train.py [demo|horizon|all] [--preset keyrecall-mini]
-        [--store mlruns] [--set train.steps=60 ...] [--horizons 8 16 32 64 128] [--threads 1]
+        [--store mlruns] [--set train.steps=60 ...] [--rollouts 256] [--horizons 8 16 32 64 128]
 """
 
 from __future__ import annotations
@@ -46,11 +46,16 @@ def binomial_se(p: float, n: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- demo
-def demo(preset: str, recipes: tuple[str, ...], store: Path, overrides: dict[str, Any]) -> None:
+def demo(preset: str, recipes: tuple[str, ...], store: Path, overrides: dict[str, Any],
+         rollouts: int) -> None:
     print(f"== demo: RL from the base checkpoint on {preset} (defaults of each recipe)")
     for recipe in recipes:
-        nested = apply_overrides({"task": {"preset": preset}, "train": {"recipe": recipe}}, overrides)
-        cfg = resolve(nested)
+        nested = {"task": {"preset": preset}, "train": {"recipe": recipe}}
+        cfg = resolve(apply_overrides(nested, overrides))
+        if rollouts and "train.prompts" not in overrides:
+            # the same rollouts per step for every recipe: G = 1 recipes (CompactionRL) take G x more prompts
+            prompts = max(rollouts // cfg.train.group_size, 1)
+            cfg = resolve(apply_overrides(nested, {**overrides, "train.prompts": prompts}))
         start = time.perf_counter()
         base_checkpoint(cfg, store)  # cached after the first recipe: they share one base model
         base_s = time.perf_counter() - start
@@ -175,6 +180,8 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(DEMO_RECIPES))
     parser.add_argument("--store", default="mlruns", help="where the base checkpoint is cached")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--rollouts", type=int, default=256,
+                        help="rollouts per RL step for every recipe (prompts = this / G); 0: the config's")
     parser.add_argument("--horizons", nargs="+", type=int, default=[8, 16, 32, 64, 128])
     parser.add_argument("--episodes", type=int, default=32, help="episodes per horizon point")
     parser.add_argument("--threads", type=int, default=1)
@@ -183,7 +190,7 @@ def main() -> None:
     overrides = parse_overrides(args.overrides)
     print(f"torch {torch.__version__}, {args.threads} thread(s)")
     if args.what in ("demo", "all"):
-        demo(args.preset, tuple(args.recipes), Path(args.store), overrides)
+        demo(args.preset, tuple(args.recipes), Path(args.store), overrides, args.rollouts)
     if args.what in ("horizon", "all"):
         horizon_bench(args.preset, args.horizons, args.episodes, overrides)
 

@@ -40,11 +40,17 @@ PRESETS: dict[str, Preset] = {
                dict(window=96, frac=0.8, summary_tokens=6, tail_steps=1, max_compactions=6, max_steps=40),
                "6 facts, a 3-fact summary, ~2-3 compactions per rollout"),
         Preset("keyrecall-mini", _KR,
-               KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5)),
+               KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
+                               fact_frac=0.25),
                dict(window=32, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
-               "the demo preset: 1 fact, a 1-pair summary, ~2 compactions; sized for minutes on 2 CPU cores",
+               "the demo preset: 1 fact in the first 2 steps, a 1-pair summary, ~2 compactions",
+               # 120 behaviour-cloning steps give a summariser that keeps the fact about 3 times in 4:
+               # competent but imperfect, the start RL needs (docs/training.md)
                policy=dict(n_layer=2, n_head=4, d_model=64),
-               base=dict(steps=320, episodes=64, lr=1e-3)),
+               base=dict(steps=120, episodes=64, lr=1e-3),
+               # lr 3e-3 undoes the base model within a few steps; 6e-4 with 256 rollouts per step
+               # improves it (docs/training.md)
+               train=dict(lr=6e-4, prompts=32, steps=30)),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
                dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),
