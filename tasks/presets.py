@@ -42,8 +42,10 @@ PRESETS: dict[str, Preset] = {
         Preset("keyrecall-mini", _KR,
                KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
                                fact_frac=0.25),
-               dict(window=32, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
-               "the demo preset: 1 fact in the first 2 steps, a 1-pair summary, ~2 compactions",
+               # W = 64 is the smallest window in which CompactionRL's geometry (k = 2 tail steps, S = 3,
+               # T_comp = W / 6) finishes most rollouts: at W = 32 every one of its rollouts is overlong
+               dict(window=64, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
+               "the demo preset: 1 fact in the first 2 steps, a 1-pair summary, 1-2 compactions",
                # 120 behaviour-cloning steps give a summariser that keeps the fact about 3 times in 4:
                # competent but imperfect, the start RL needs (docs/training.md)
                policy=dict(n_layer=2, n_head=4, d_model=64),
