@@ -365,7 +365,7 @@ class Trainer:
         t0 = time.perf_counter()
         rb, env, trunk_tokens = self.rollout()
         t1 = time.perf_counter()
-        t_roll = t1 - t0
+        t_roll = t1 - t0  # the update's clock starts here: batching, critic values and credit are its cost
         table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)
         tb = TokenBatch.from_rollouts(rb, self.device)
         padded_rows = -(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments
