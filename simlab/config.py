@@ -4,7 +4,8 @@ A run is described by a nested mapping (a TOML file, a sweep cell, ``--set`` ove
 ``task``, ``harness``, ``policy``, ``base``, ``train`` and ``eval`` plus top-level ``seed`` and
 ``device``. :func:`resolve` layers it over the defaults:
 
-    section defaults < task preset (task, harness) < recipe (harness, train) < the mapping itself
+    section defaults < task preset (task, harness, policy, base, train) < recipe (harness, train)
+    < the mapping itself
 
 and validates every value. Errors name the key path, the bad value and what is allowed, Optuna style:
 "`train.eps_low=0` is invalid; choose a value > 0". :func:`flatten` gives the ``{"section.key": value}``
@@ -343,7 +344,7 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
     # the recipe sees the window the run will have, so its ratios (L = 0.95 W, T_comp = W/6) scale with it
     harness_data = {**preset.harness, **recipe.harness({**preset.harness, **user_harness}), **user_harness}
     harness_cfg = HarnessConfig().replace(**harness_data)
-    train_data = {**recipe.train(_plain(harness_cfg)), **train}
+    train_data = {**preset.train, **recipe.train(_plain(harness_cfg)), **train}
     estimator = train_data.get("estimator", TrainConfig.estimator)
     if estimator in ESTIMATORS and train_data.get("algorithm", "auto") == "auto":
         train_data["algorithm"] = "grpo" if estimator_family(estimator) == "group" else "ppo"
@@ -351,7 +352,7 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
         train_data["critic"] = "none" if train_data.get("algorithm") == "grpo" else "separate"
     train_cfg = _build(TrainConfig, train_data, "train")
 
-    policy = _section(nested, "policy")
+    policy = {**preset.policy, **_section(nested, "policy")}
     if "vocab_size" in policy:
         raise ConfigError("`policy.vocab_size` is set by the task (task.vocab_size); remove it")
     policy.setdefault("max_len", harness_cfg.window + POLICY_MARGIN)
@@ -372,7 +373,7 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
         task=task_cfg,
         harness=harness_cfg,
         policy=policy_cfg,
-        base=_build(BaseConfig, _section(nested, "base"), "base"),
+        base=_build(BaseConfig, {**preset.base, **_section(nested, "base")}, "base"),
         train=train_cfg,
         eval=_build(EvalConfig, _section(nested, "eval"), "eval"),
         seed=seed,

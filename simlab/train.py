@@ -365,14 +365,14 @@ class Trainer:
         t = self.cfg.train
         t0 = time.perf_counter()
         rb, env, trunk_tokens = self.rollout()
-        t_roll = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        t_roll = t1 - t0  # the update's clock starts here: batching, critic values and credit are its cost
         table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)
         tb = TokenBatch.from_rollouts(rb, self.device)
         padded_rows = -(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments
         tb = tb.pad_rows(padded_rows)
         values = self.critic_values(tb, table)
         batch, grids = self.credit(rb, tb, values)
-        t1 = time.perf_counter()
         metrics: dict[str, float] = {}
         if policy_update:
             metrics.update(self.update_policy(tb, table, grids, step))
@@ -384,14 +384,26 @@ class Trainer:
         metrics.update(rollout_metrics(rb, "train"))
         metrics.update(self.health(batch))
         optimised = int(batch.seg_tokens.sum())
+        update_tokens = int(tb.tokens.ne(0).sum()) * self.update_passes(policy_update, "targets" in grids)
         metrics.update({
             "perf/rollout_s": t_roll, "perf/update_s": t_update,
             "perf/env_steps_per_s": sum(r.steps for r in rb.rollouts) / max(t_roll, 1e-9),
+            "perf/rollout_tokens": trunk_tokens,
             "perf/rollout_tokens_per_s": trunk_tokens / max(t_roll, 1e-9),
-            "perf/update_tokens_per_s": int(tb.tokens.ne(0).sum()) * (t.epochs + 1) / max(t_update, 1e-9),
+            "perf/update_tokens": update_tokens,
+            "perf/update_tokens_per_s": update_tokens / max(t_update, 1e-9),
             "perf/optimised_tokens": optimised,
         })
         return metrics
+
+    def update_passes(self, policy_update: bool, critic_update: bool) -> int:
+        """Trunk passes over the rollout batch after the rollout: critic values, old log-probs, epochs,
+        critic updates."""
+        t = self.cfg.train
+        passes = 1 if self.critic is not None else 0
+        passes += 1 + t.epochs if policy_update else 0
+        passes += t.value_updates if critic_update else 0
+        return passes
 
     def health(self, batch: SegmentBatch) -> dict[str, float]:
         t = self.cfg.train

@@ -48,7 +48,15 @@ class PolicyAgent:
         self.generator = generator
         self.prefilled_tokens = 0
         """Tokens pushed through the trunk (prefills and appends): the rollout's compute."""
+        self.attended_keys = 0
+        """Keys the processed tokens attended to (a token at position p attends to p + 1): attention's
+        share of the compute, which grows with the context where the token count does not."""
         self.reset_count = 0
+
+    def _count(self, start: int, n: int) -> None:
+        """Account for ``n`` tokens appended to a row that held ``start`` tokens."""
+        self.prefilled_tokens += n
+        self.attended_keys += n * start + n * (n + 1) // 2
 
     def _sync(self, rows: np.ndarray, contexts: list[np.ndarray]) -> None:
         """Make cache row ``rows[i]`` hold exactly ``contexts[i]``: append the suffix, or re-prefill."""
@@ -60,19 +68,19 @@ class PolicyAgent:
             held = self.held[r]
             if held is not None and held.size < ctx.size and np.array_equal(ctx[: held.size], held):
                 suffix[r] = ctx[held.size :]
+                self._count(held.size, ctx.size - held.size)
             else:
                 reset_rows.append(r)
                 reset_ctx.append(ctx)
+                self._count(0, ctx.size)
             self.held[r] = ctx
         if reset_rows:
             tokens, lengths = _right_pad(reset_ctx)
             self.decoder.reset_rows(torch.tensor(reset_rows), tokens, lengths)
-            self.prefilled_tokens += int(lengths.sum())
             self.reset_count += len(reset_rows)
         if any(s.size for s in suffix):
             tokens, lengths = _right_pad(suffix)
             self.decoder.extend(tokens, lengths)
-            self.prefilled_tokens += int(lengths.sum())
 
     @torch.no_grad()
     def generate(self, request: Request) -> Generation:
@@ -87,6 +95,7 @@ class PolicyAgent:
         logprobs = np.zeros((n, k))
         values = np.zeros((n, k))
         B = self.decoder.batch_size
+        held_keys = sum(c.size for c in contexts)
         for j in range(k):
             logits = self.decoder.logits[idx]  # (n, V)
             if not bool(torch.isfinite(logits).all()):
@@ -103,6 +112,7 @@ class PolicyAgent:
             active[idx] = True
             self.decoder.decode_step(step, active)
             self.prefilled_tokens += n
+            self.attended_keys += held_keys + n * (j + 1)  # row i's token attends to its context + j + 1
         for i, r in enumerate(rows.tolist()):
             self.held[r] = np.concatenate([contexts[i], tokens[i]])
         return Generation(tokens=tokens, logprobs=logprobs,

@@ -27,6 +27,17 @@ def test_layering_run_beats_recipe_beats_preset():
     assert cfg.harness.tail_steps == 1 and cfg.train.response_cap == 120 // 6
 
 
+def test_a_preset_carries_policy_base_and_train_defaults_below_recipe_and_run():
+    cfg = resolve({"task": {"preset": "keyrecall-mini"}, "train": {"recipe": "compactionrl"}})
+    assert (cfg.policy.n_layer, cfg.policy.d_model, cfg.base.steps) == (2, 64, 80)  # preset
+    assert cfg.train.lr == 6e-4 and cfg.train.prompts == 32  # preset, the recipe sets neither
+    assert cfg.train.group_size == 1  # the recipe wins over the preset
+    cfg = resolve({"task": {"preset": "keyrecall-mini"}, "policy": {"n_layer": 3}, "base": {"steps": 5},
+                   "train": {"lr": 1e-3}})
+    assert (cfg.policy.n_layer, cfg.policy.d_model, cfg.base.steps, cfg.train.lr) == (3, 64, 5, 1e-3)
+    assert resolve({}).policy.n_layer == 3  # presets without such defaults keep the section defaults
+
+
 def test_supo_threshold_leaves_room_for_the_summary():
     cfg = resolve({"train": {"recipe": "supo"}})
     assert cfg.harness.threshold + 2 + cfg.harness.summary_tokens <= cfg.harness.window
