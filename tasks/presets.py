@@ -43,15 +43,15 @@ PRESETS: dict[str, Preset] = {
                KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
                                fact_frac=0.25),
                # CompactionRL's geometry (k = 2 tail steps, S = 3, T_comp = W / 6) does not fit W = 32:
-               # every one of its rollouts is overlong there; it needs W >= 64 (docs/training.md)
+               # every one of its rollouts is overlong there; it needs W >= 64 (README, "Policy and training")
                dict(window=32, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
                "the demo preset: 1 fact in the first 2 steps, a 1-pair summary, 2-3 compactions",
                # 80 behaviour-cloning steps give a summariser that keeps the fact part of the time:
-               # competent but imperfect, the start RL needs (docs/training.md)
+               # competent but imperfect, the start RL needs (README, "Policy and training")
                policy=dict(n_layer=2, n_head=4, d_model=64),
                base=dict(steps=80, episodes=64, lr=1e-3),
                # lr 3e-3 undoes the base model within a few steps; 6e-4 with 256 rollouts per step
-               # improves it (docs/training.md)
+               # improves it (README, "Policy and training")
                train=dict(lr=6e-4, prompts=32, steps=40)),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
