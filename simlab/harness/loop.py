@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from simlab.credit.batch import SegmentBatch
 from simlab.harness.agents import make_agent
 from simlab.harness.config import HarnessConfig
+from simlab.harness.phases import phase_masks, protocol_metadata
 from simlab.harness.protocol import Agent, BoolArray, FloatArray, IntArray, Phase, Request, check_generation
 from simlab.harness.triggers import TRIGGERS, Trigger
 from tasks import vocab
@@ -226,13 +227,6 @@ class _Rollout:
         return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def _protocol_metadata(env: Any) -> dict[str, Any]:
-    meta = dict(getattr(env, "metadata", {}) or {})
-    if "act_tokens" not in meta and hasattr(env, "envs"):  # SyncVectorEnv over a user's single env
-        meta = {**getattr(env.envs[0].unwrapped, "metadata", {}), **meta}
-    return meta
-
-
 def _strip(obs: IntArray) -> list[int]:
     out: list[int] = obs[obs != vocab.PAD].tolist()
     return out
@@ -290,18 +284,10 @@ def run_rollouts(
         writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
     writer_is_actor = writer is actor
 
-    vocab_size = int(env.single_action_space.n)
-    meta = _protocol_metadata(env)
-    content = np.zeros(vocab_size, dtype=np.bool_)
-    content[vocab.FIRST_CONTENT :] = True
-    allowed_act = np.zeros(vocab_size, dtype=np.bool_)
-    allowed_act[np.asarray(meta.get("act_tokens", np.flatnonzero(content)))] = True
-    allowed_compact = allowed_act.copy()
-    allowed_compact[vocab.COMPACT] = True
-    allowed_answer = np.zeros(vocab_size, dtype=np.bool_)
-    allowed_answer[np.asarray(meta.get("answer_tokens", np.flatnonzero(content)))] = True
-    allowed_summary = content.copy()
-    allowed_summary[vocab.PAD] = True
+    meta = protocol_metadata(env)
+    masks = phase_masks(env, cfg.trigger)  # the same table the trainer rescores tokens under
+    allowed_act, allowed_compact = masks["act"], masks["act_compact"]
+    allowed_answer, allowed_summary = masks["answer"], masks["summary"]
 
     t_start = time.perf_counter()
     clock = _Clock()
