@@ -106,6 +106,14 @@ def to_token_grid(grid: np.ndarray, batch: SegmentBatch, tb: TokenBatch) -> Tens
     return out
 
 
+def from_token_grid(values: Tensor, batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
+    """The inverse of :func:`to_token_grid`: (S, T) per-token values -> the credit layer's (S, max_optimised)."""
+    grid = np.zeros(batch.shape)
+    rows = batch.num_segments
+    grid[batch.token_mask] = values[:rows][tb.optimised[:rows]].detach().cpu().double().numpy()
+    return grid
+
+
 def score(policy: Policy, tb: TokenBatch, table: Tensor, temperature: float) -> Any:
     allowed = table[tb.phase]  # (S, T, V)
     return score_tokens(policy, tb.tokens, allowed, tb.optimised, temperature=temperature)
@@ -239,11 +247,6 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
 
 
 # ---------------------------------------------------------------------------------------------- RL
-@dataclass
-class StepResult:
-    metrics: dict[str, float]
-
-
 class Trainer:
     """RL from the base checkpoint with the run's recipe."""
 
@@ -278,20 +281,18 @@ class Trainer:
         with torch.no_grad():
             return score(self.critic, tb, table, self.cfg.train.temperature).values
 
-    def credit(self, rb: RolloutBatch, tb: TokenBatch, values: Tensor | None) -> tuple[SegmentBatch, dict[str, Any]]:
-        """Advantages, loss weights and value targets from the credit layer, on the token grid."""
+    def credit(
+        self, rb: RolloutBatch, tb: TokenBatch, values: Tensor | None
+    ) -> tuple[SegmentBatch, dict[str, Any], np.ndarray]:
+        """Advantages, loss weights and value targets from the credit layer, on the token grid.
+
+        Also returns the estimator's raw (unwhitened) advantages, which the health metrics compare with
+        the concatenated-GAE reference.
+        """
         t = self.cfg.train
         batch = rb.batch
         if values is not None:
-            per_seg = values.cpu().numpy()
-            opt = tb.optimised.cpu().numpy()
-            grouped: list[list[np.ndarray]] = []
-            for rec in rb.rollouts:
-                a, b = rec.segment_rows
-                grouped.append([per_seg[s][opt[s]] for s in range(a, b)])
-            batch = SegmentBatch.from_rollouts(
-                [list(r.segment_optimised) for r in rb.rollouts], batch.rewards.tolist(),
-                groups=batch.groups.tolist(), values=grouped, finished=batch.finished.tolist())
+            batch = batch.with_values(from_token_grid(values, batch, tb))
         est = credit.estimate(batch, t.estimator, **t.estimator_options())
         adv = est.advantages
         if t.whiten:
@@ -302,7 +303,7 @@ class Trainer:
             grids["targets"] = to_token_grid(est.value_targets, batch, tb)
             # the critic regresses on every optimised token, token-averaged, masked or not
             grids["value_weights"] = to_token_grid(credit.loss_weights(batch, "token"), batch, tb)
-        return batch, grids
+        return batch, grids, est.advantages
 
     def update_policy(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
         t = self.cfg.train
@@ -372,7 +373,7 @@ class Trainer:
         padded_rows = -(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments
         tb = tb.pad_rows(padded_rows)
         values = self.critic_values(tb, table)
-        batch, grids = self.credit(rb, tb, values)
+        batch, grids, adv = self.credit(rb, tb, values)
         metrics: dict[str, float] = {}
         if policy_update:
             metrics.update(self.update_policy(tb, table, grids, step))
@@ -382,7 +383,7 @@ class Trainer:
             metrics["loss/explained_variance"] = explained_variance(values, grids["targets"], tb.optimised)
         t_update = time.perf_counter() - t1
         metrics.update(rollout_metrics(rb, "train"))
-        metrics.update(self.health(batch))
+        metrics.update(self.health(batch, adv))
         optimised = int(batch.seg_tokens.sum())
         update_tokens = int(tb.tokens.ne(0).sum()) * self.update_passes(policy_update, "targets" in grids)
         metrics.update({
@@ -405,14 +406,14 @@ class Trainer:
         passes += t.value_updates if critic_update else 0
         return passes
 
-    def health(self, batch: SegmentBatch) -> dict[str, float]:
+    def health(self, batch: SegmentBatch, adv: np.ndarray) -> dict[str, float]:
         t = self.cfg.train
         lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
         opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,
                                            lam=t.lam, **lam_opts)
         out = {f"health/{k}": v for k, v in credit.health.summary(batch, opts).items()}
-        if batch.values is not None:
-            out.update(credit.health.advantage_error(batch, t.estimator, **t.estimator_options()))
+        if batch.values is not None:  # a GAE run: its advantages against the concatenated reference
+            out.update(credit.health.advantage_error(batch, adv, **t.estimator_options()))
         return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from numbers import Integral, Real
 from typing import Any
@@ -139,6 +139,23 @@ class SegmentBatch:
             finished=finished_arr,
             values=value_grid,
         )
+
+    def with_values(self, values: FloatArray) -> SegmentBatch:
+        """This batch with critic values given as an (S, max_tokens) grid (0 on padding).
+
+        The trainer scores a whole rollout batch at once, so its values already come as a grid; this
+        skips the per-segment lists of :meth:`from_rollouts` but checks the same things.
+        """
+        grid = np.asarray(values, dtype=np.float64)
+        if grid.shape != self.shape:
+            raise ValueError(f"values has shape {grid.shape}; expected the batch's shape {self.shape}")
+        mask = self.token_mask
+        if not np.all(np.isfinite(grid[mask])):
+            s, t = np.argwhere(mask & ~np.isfinite(grid))[0]
+            raise ValueError(f"values[{s}, {t}]={float(grid[s, t])!r} is invalid; values must be finite")
+        if np.any(grid[~mask]):
+            raise ValueError("values must be 0 on padding (positions past each row's token count)")
+        return replace(self, values=grid)
 
     def pad_to(self, multiple: int) -> SegmentBatch:
         """A new batch whose row count is a multiple of ``multiple``, padded with dummy zero-token rows.

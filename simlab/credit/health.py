@@ -74,20 +74,20 @@ def first_segment_weight(
     return out
 
 
-def advantage_error(batch: SegmentBatch, estimator: str, **options: Any) -> dict[str, float]:
-    """How far ``estimator``'s advantages are from the ``gae_concat`` reference with the same critic.
+def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) -> dict[str, float]:
+    """How far advantages ``adv`` are from the ``gae_concat`` reference with the same critic.
 
     Relative L2 error ||A - A_ref|| / ||A_ref|| and Pearson correlation over tokens, split by segment
     position: the final segment of each rollout and every pre-final one. Only a simulator, which holds
     the whole rollout, can compute the reference (seed Block 2: the residual sits on pre-final segments).
-    Needs critic values; GAE options (gamma, lam, ...) are passed to both estimators.
+    ``adv`` is a GAE estimator's output on ``batch`` (which needs critic values); ``gae_options``
+    (gamma, lam, ...) are the ones it was computed with.
     """
-    from simlab.credit.estimators import advantages, estimator_family
+    from simlab.credit.estimators import advantages
 
-    if batch.values is None or estimator_family(estimator) != "gae":
+    if batch.values is None:
         return {}
-    adv = advantages(batch, estimator, **options)
-    ref = advantages(batch, "gae_concat", **options)
+    ref = advantages(batch, "gae_concat", **gae_options)
     out: dict[str, float] = {}
     for name, rows in (("final", batch.is_last_segment), ("pre_final", batch.is_real & ~batch.is_last_segment)):
         mask = batch.token_mask & rows[:, None]

@@ -93,3 +93,22 @@ def test_normaliser_options_rejected(name, kwargs, match):
 def test_pad_to_rejects(multiple):
     with pytest.raises(ValueError, match=f"multiple={multiple!r} is invalid"):
         BATCH.pad_to(multiple)
+
+
+def test_with_values_equals_from_rollouts_and_checks_its_grid():
+    plain = SegmentBatch.from_rollouts(**OK)
+    grid = np.zeros(plain.shape)
+    grid[plain.token_mask] = np.arange(1.0, 7.0)
+    per_segment = [[grid[0, :2], grid[1, :1]], [grid[2, :3]]]
+    np.testing.assert_array_equal(plain.with_values(grid).values,
+                                  SegmentBatch.from_rollouts(**OK, values=per_segment).values)
+    with pytest.raises(ValueError, match=r"values has shape \(2, 3\)"):
+        plain.with_values(np.zeros((2, 3)))
+    bad = grid.copy()
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match=r"values\[1, 0\]=nan is invalid"):
+        plain.with_values(bad)
+    bad = grid.copy()
+    bad[1, 2] = 1.0
+    with pytest.raises(ValueError, match="must be 0 on padding"):
+        plain.with_values(bad)

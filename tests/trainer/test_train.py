@@ -156,7 +156,7 @@ def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
     """The k-th optimised token of a segment row gets column k of the credit layer's grid."""
     import numpy as np
 
-    from simlab.train import TokenBatch, collect, to_token_grid
+    from simlab.train import TokenBatch, collect, from_token_grid, to_token_grid
 
     cfg = resolve(tiny())
     rb, _, _ = collect(cfg, None, harness=cfg.harness, prompts=4, group_size=1, seed=3, teacher="scripted")
@@ -171,3 +171,4 @@ def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
         assert out[s, positions].tolist() == (1000 * s + np.arange(positions.size)).tolist()
         assert out[s].count_nonzero() <= positions.size
     assert not out[len(rb.segments):].any()  # dummy rows stay zero
+    np.testing.assert_array_equal(from_token_grid(out, batch, tb), grid)  # and back
