@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -27,6 +28,13 @@ class Stores:
 
     def written(self) -> list[Path]:
         return sorted(p for p in self.folder.rglob("*"))
+
+    def sweep(self, spec: Any, **options: Any) -> Any:
+        """Run ``spec`` in-process on these stores, silently (no progress bar, no echo)."""
+        from simlab.sweep.runner import run_sweep
+
+        return run_sweep(spec, storage=str(self.storage), tracking_uri=self.tracking_uri, progress=False,
+                         echo=lambda _: None, **options)
 
 
 @pytest.fixture

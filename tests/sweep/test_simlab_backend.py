@@ -9,7 +9,7 @@ import optuna
 
 from simlab import tracking
 from simlab.sweep import parse_spec
-from simlab.sweep.runner import open_storage, run_sweep
+from simlab.sweep.runner import open_storage
 from tests.stores import Stores, run_cli, write_spec
 
 # the trainer tests' tiny run, as sweep overrides
@@ -64,14 +64,7 @@ def test_tiny_real_sweep_end_to_end(ready_stores: Stores, tmp_path: Path) -> Non
     spec = parse_spec(
         tomllib.loads('name = "tiny"\nseeds = [0]\n[space]\ntrain.normaliser = ["token"]\n' + TINY)
     )
-    result = run_sweep(
-        spec,
-        storage=str(ready_stores.storage),
-        tracking_uri=ready_stores.tracking_uri,
-        root=tmp_path,
-        progress=False,
-        echo=lambda _: None,
-    )
+    result = ready_stores.sweep(spec, root=tmp_path)
     assert [o.state for o in result.outcomes] == ["COMPLETE"], result.outcomes
     assert list((tmp_path / "mlruns" / "base").glob("*.pt")), "the base checkpoint was not cached"
     study = optuna.load_study(study_name="tiny", storage=open_storage(str(ready_stores.storage)))

@@ -19,7 +19,6 @@ import pytest
 
 from simlab import tracking
 from simlab.sweep import parse_spec
-from simlab.sweep.runner import run_sweep
 from tests.stores import TOY, Stores
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,14 +61,7 @@ def _free_port() -> int:
 def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stores, tmp_path: Path) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
     spec = parse_spec(tomllib.loads(SPEC))
-    result = run_sweep(
-        spec,
-        storage=str(ready_stores.storage),
-        tracking_uri=ready_stores.tracking_uri,
-        backend=TOY,
-        progress=False,
-        echo=lambda _: None,
-    )
+    result = ready_stores.sweep(spec, backend=TOY)
     client = tracking.resolve_store(ready_stores.tracking_uri).client()
     children = client.search_runs([result.experiment_id], "tags.`simlab.role` = 'trial'")
     assert len(children) == 2
