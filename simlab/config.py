@@ -189,9 +189,17 @@ class BaseConfig:
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""
     cache: bool = True
     """Reuse a cached checkpoint addressed by this config, the task and the policy shape."""
+    seed: int | str = 0
+    """Seed of behaviour cloning (initial weights, demonstration stream). An integer gives every run seed
+    and every arm of a sweep one shared base model; ``"run"`` builds one base model per run seed, so
+    seed-to-seed spread also covers the base model. Either way, arms that share a seed share a base."""
 
     def validate(self, prefix: str = "base") -> None:
         AGENTS.canonical(self.teacher)
+        if self.seed != "run":
+            if isinstance(self.seed, str):
+                raise ConfigError(f"`{prefix}.seed={self.seed!r}` is invalid; choose an integer >= 0 or 'run'")
+            check_int(f"{prefix}.seed", self.seed, 0)
         check_float(f"{prefix}.quality", self.quality, 0.0, 1.0)
         check_int(f"{prefix}.steps", self.steps, 0)
         check_int(f"{prefix}.episodes", self.episodes, 1)
@@ -259,11 +267,17 @@ class RunConfig:
             settings["trigger"] = "policy"
         return settings
 
+    @property
+    def base_seed(self) -> int:
+        """The seed the base model is built with: ``base.seed``, or the run's seed when it is ``"run"``."""
+        return self.seed if self.base.seed == "run" else int(self.base.seed)
+
     def base_key(self) -> str:
         """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
         policy = {k: v for k, v in _plain(self.policy).items() if k != "value_head"}  # heads are added later
+        base = {**{k: v for k, v in _plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
         payload = {"env": self.env_id, "task": _plain(self.task), "harness": self.base_harness_settings(),
-                   "policy": policy, "base": {k: v for k, v in _plain(self.base).items() if k != "cache"},
+                   "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -197,7 +197,7 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
     """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
     harness = base_harness(cfg)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
-    rng = np.random.default_rng(cfg.seed + 12345)
+    rng = np.random.default_rng(cfg.base_seed + 12345)
     for step in range(cfg.base.steps):
         rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1,
                              seed=int(rng.integers(0, cfg.eval.seed - cfg.base.episodes)), teacher=cfg.base.teacher)
@@ -239,7 +239,7 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
     with FileLock(str(path) + ".lock"):
         if cfg.base.cache and path.exists():  # another worker built it while we waited
             return path
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.base_seed)
         policy = Policy(replace(cfg.policy, value_head=False)).to(device_of(cfg))
         behaviour_clone(cfg, policy, sink, progress)
         save_checkpoint(path, policy, meta=checkpoint_meta(cfg))
@@ -265,12 +265,20 @@ class Trainer:
         elif t.critic == "head":
             self.critic = policy
         self.gen = torch.Generator().manual_seed(cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
 
     # ------------------------------------------------------------------ one step
-    def rollout(self) -> tuple[RolloutBatch, Any, int]:
+    def prompt_seed(self, step: int, *, pretrain: bool = False) -> int:
+        """First instance seed of a step's prompts: a pure function of (run seed, step, phase).
+
+        Arms of a sweep that share a seed therefore train on the same prompt stream, whatever else
+        (value pretraining, extra draws) they do; pretraining steps draw from a stream of their own.
+        """
+        rng = np.random.default_rng([self.cfg.seed, step, int(pretrain)])
+        return int(rng.integers(0, self.cfg.eval.seed - self.cfg.train.prompts))
+
+    def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, int]:
         t = self.cfg.train
-        seed = int(self.rng.integers(0, self.cfg.eval.seed - t.prompts))
+        seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
                        group_size=t.group_size, seed=seed, generator=self.gen, base_path=self.base_path)
 
@@ -365,7 +373,7 @@ class Trainer:
     def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
         t = self.cfg.train
         t0 = time.perf_counter()
-        rb, env, trunk_tokens = self.rollout()
+        rb, env, trunk_tokens = self.rollout(step, pretrain=not policy_update)
         t1 = time.perf_counter()
         t_roll = t1 - t0  # the update's clock starts here: batching, critic values and credit are its cost
         table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)

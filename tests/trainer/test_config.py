@@ -93,6 +93,8 @@ def test_overrides_parse_like_toml():
         ({"policy": {"n_head": 5}}, r"`policy.n_head=5` is invalid"),
         ({"policy": {"max_len": 50}}, r"`policy.max_len=50` is invalid"),
         ({"base": {"teacher": "human"}}, r"`agent='human'` is invalid"),
+        ({"base": {"seed": "each"}}, r"`base.seed='each'` is invalid; choose an integer >= 0 or 'run'"),
+        ({"base": {"seed": -2}}, r"`base.seed=-2` is invalid; choose an integer >= 0"),
         ({"eval": {"episodes": 0}}, r"`eval.episodes=0` is invalid"),
         ({"seed": -1}, r"`seed=-1` is invalid"),
         ({"device": "tpu"}, r"`device='tpu'` is invalid"),
@@ -102,6 +104,14 @@ def test_overrides_parse_like_toml():
 def test_bad_input_names_the_key(nested, match):
     with pytest.raises(ValueError, match=match):
         resolve(nested)
+
+
+def test_base_seed_is_shared_by_default_and_follows_the_run_when_asked():
+    shared = [resolve({"seed": s}) for s in (0, 1)]
+    assert shared[0].base_key() == shared[1].base_key()  # one base model for every run seed
+    own = [resolve({"seed": s, "base": {"seed": "run"}}) for s in (0, 1)]
+    assert own[0].base_key() != own[1].base_key() and own[1].base_seed == 1
+    assert own[0].base_key() == shared[0].base_key()  # base seed 0 either way
 
 
 def test_bad_override_syntax():
