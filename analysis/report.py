@@ -40,10 +40,12 @@ EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/sin
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
 HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
 CREDIT_KEYS = {
-    "weight_share": "health/compacting/loss_share",
-    "token_share": "health/compacting/token_share",
+    "weight_share": "health/longer/loss_share",
+    "token_share": "health/longer/token_share",
     "baseline_shift": "health/baseline_shift/mean",
     "adv_error": "adv_error/pre_final/rel_l2",
+    "k_sd": "health/within_group/segments_sd",
+    "k_corr": "health/within_group/corr",
 }
 """What each variant's credit assignment did to its batches, logged every step (seed Blocks 1 and 2)."""
 SEGMENT_KEY = "health/segments/count_"
@@ -487,7 +489,7 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
     """Per variant, each credit-health quantity averaged over training steps, then mean and SE over seeds.
 
     These move with the credit choice itself rather than with learning, so they differ between variants
-    even when a short sweep's success rates are ties: the segment normaliser hands compacting rollouts
+    even when a short sweep's success rates are ties: the segment normaliser hands the longer rollouts
     more loss weight than their token share (Block 1: 80% on 65.8%), and a trajectory-group baseline
     shifts when segment counts correlate with reward. ``excess`` is weight share minus token share.
     """
@@ -511,7 +513,7 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
     for variant in sweep.variants:
         g = per_run.filter(pl.col("variant") == variant)
         row: dict[str, Any] = {"variant": variant, "seeds": g.height}
-        for name in ("weight_share", "token_share", "excess", "baseline_shift", "adv_error"):
+        for name in ("k_sd", "k_corr", "weight_share", "token_share", "excess", "baseline_shift", "adv_error"):
             values = g.get_column(name).drop_nulls().to_numpy() if g.height else np.array([])
             m = stats.mean_se(values) if values.size else None
             row[name] = None if m is None else m.mean
@@ -528,12 +530,15 @@ def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) 
 
 
 def credit_markdown(credit: pl.DataFrame) -> str:
-    headers = ["Variant", "Seeds", "Compacting weight share (%)", "Their token share (%)",
-               "Excess weight (points)", "Baseline shift", "Adv. error, pre-final segments (rel. L2)"]
+    headers = ["Variant", "Seeds", "K SD in group", "corr(K, R) in group", "Longer rollouts' weight share (%)",
+               "Their token share (%)", "Excess weight (points)", "Baseline shift",
+               "Adv. error, pre-final segments (rel. L2)"]
     rows = [
         [
             r["variant"],
             str(r["seeds"]),
+            _mean_se_text(r["k_sd"], r["k_sd_se"], 1, ".2f"),
+            _mean_se_text(r["k_corr"], r["k_corr_se"], 1, "+.2f"),
             _mean_se_text(r["weight_share"], r["weight_share_se"], 100, ".1f"),
             _mean_se_text(r["token_share"], r["token_share_se"], 100, ".1f"),
             _mean_se_text(r["excess"], r["excess_se"], 100, "+.1f"),
@@ -544,9 +549,11 @@ def credit_markdown(credit: pl.DataFrame) -> str:
     ]
     return (
         "### Credit health over training (mean over steps; ± SE over seeds)\n\n"
-        "What each variant's credit assignment did to its batches: the share of loss weight the compacting "
-        "rollouts got against their share of tokens, the trajectory-group baseline's shift from the "
-        "rollout-group one, and (GAE estimators) the error against the concatenated-GAE reference.\n\n"
+        "Whether the mechanisms could act, and what each variant's credit assignment did to its batches: how "
+        "much the segment count K varied inside prompt groups and how it went with reward there, the share of "
+        "loss weight the longer rollouts (K above their group's median) got against their share of tokens, the "
+        "trajectory-group baseline's shift from the rollout-group one, and (GAE estimators) the error against "
+        "the concatenated-GAE reference.\n\n"
         + markdown_table(headers, rows)
     )
 

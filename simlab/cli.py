@@ -73,6 +73,9 @@ def inspect(
     batch: int = typer.Option(256, help="Environments per batch."),
     quality: float = typer.Option(0.7, help="Summary quality q of the scripted agent, in [0, 1]."),
     seed: int = typer.Option(0, help="Seed of the first instance."),
+    group_size: int = typer.Option(
+        8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
+    ),
     window: Optional[int] = typer.Option(None, help="W, the working window."),  # noqa: UP045
     frac: Optional[float] = typer.Option(None, help="L = frac * W."),  # noqa: UP045
     t_comp: Optional[int] = typer.Option(None, help="budget trigger: compact when W - context < t_comp."),  # noqa: UP045
@@ -126,7 +129,8 @@ def inspect(
         total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
     )
     common: dict[str, Any] = dict(
-        episodes=episodes, batch=batch, seed=seed, quality=quality, task=overrides, progress=bar.update
+        episodes=episodes, batch=batch, seed=seed, quality=quality, group_size=group_size, task=overrides,
+        progress=bar.update
     )
     try:
         stats = inspect_preset(task, agent, harness=harness, **common)

@@ -39,7 +39,7 @@ def block1() -> None:
         loss_share, token_share = health.compacting_shares(batch, name)
         print(
             f"  {name:<9} weight per rollout {_mass(batch, loss_weights(batch, name))}  "
-            f"compacting rollouts: {loss_share:.1%} of the weight, {token_share:.1%} of the tokens"
+            f"longer rollouts: {loss_share:.1%} of the weight, {token_share:.1%} of the tokens"
         )
 
 

@@ -1,17 +1,19 @@
 """Synthetic long-horizon Gymnasium tasks for simlab, registered under the namespace ``simlab``.
 
-``import tasks`` registers ``simlab/KeyRecall-v0`` and ``simlab/PointerChase-v0``, each with a single
-env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token protocol they
-follow is in the README's token-protocol section; named parameter sets are in ``tasks.presets``.
+``import tasks`` registers ``simlab/KeyRecall-v0``, ``simlab/PointerChase-v0`` and ``simlab/PeekRead-v0``,
+each with a single env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token
+protocol they follow is in the README's token-protocol section; named parameter sets are in
+``tasks.presets``.
 """
 
 import gymnasium
 
-from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
+from tasks.config import ConfigError, KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 _ENVS = {
     "simlab/KeyRecall-v0": ("tasks.envs:KeyRecallEnv", "tasks.envs:KeyRecallVectorEnv"),
     "simlab/PointerChase-v0": ("tasks.envs:PointerChaseEnv", "tasks.envs:PointerChaseVectorEnv"),
+    "simlab/PeekRead-v0": ("tasks.envs:PeekReadEnv", "tasks.envs:PeekReadVectorEnv"),
 }
 
 for _id, (_single, _vector) in _ENVS.items():
@@ -20,4 +22,4 @@ for _id, (_single, _vector) in _ENVS.items():
 
 ENV_IDS = tuple(_ENVS)
 
-__all__ = ["ENV_IDS", "ConfigError", "KeyRecallConfig", "PointerChaseConfig", "TaskConfig"]
+__all__ = ["ENV_IDS", "ConfigError", "KeyRecallConfig", "PeekReadConfig", "PointerChaseConfig", "TaskConfig"]

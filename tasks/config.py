@@ -101,6 +101,10 @@ class TaskConfig:
         """Shortest observation that holds the task's structure."""
         return 2
 
+    def max_obs_tokens(self) -> int:
+        """Longest regular observation (before padding and heavy tail): what the window check assumes."""
+        return int(self.obs_tokens[1])
+
     def replace(self, **changes: Any) -> TaskConfig:
         """A copy with ``changes`` applied and validated; unknown keys name the valid ones."""
         names = {f.name for f in fields(self)}
@@ -167,3 +171,42 @@ class PointerChaseConfig(TaskConfig):
         check_int(f"{prefix}.num_nodes", self.num_nodes, 2, 1024)
         check_int(f"{prefix}.num_pairs", self.num_pairs, 1, 64)
         super().validate(prefix)
+
+
+@dataclass(frozen=True)
+class PeekReadConfig(TaskConfig):
+    """The behaviour-cost task: every step the agent peeks (a short observation) or reads (a long one).
+
+    One fact ``FACT key value`` is stated at a step in the first ``fact_frac`` of the horizon; the last
+    observation asks ``key QUERY``. Reads cost context, so a rollout that reads more compacts more;
+    ``read_payoff`` sets what reading is worth.
+    """
+
+    obs_tokens: tuple[int, int] = (3, 4)
+    """(min, max) tokens of a peek (at least 3: a peek can hold ``FACT key value``)."""
+    read_tokens: tuple[int, int] = (12, 14)
+    """(min, max) tokens of a read (at least 3 longer than a peek, so reading costs context)."""
+    read_payoff: float = 1.0
+    """In [-1, 1]: what reading is worth. > 0: the fact is in the read of its step, and a peek at that
+    step shows it only with probability 1 - read_payoff (reading pays). < 0: peeks and reads both show
+    the fact, and each later step (before the query) is a trap with probability |read_payoff|: reading
+    there breaks the episode (long detours are traps). 0: peeks and reads carry the same fact and no
+    step is a trap (the control: reading only costs context)."""
+    fact_frac: float = 0.2
+    """The fact opens the observation of a step in the first ``fact_frac`` of the horizon (at least the
+    first step; the default keeps it there for horizons under 10)."""
+
+    def min_content(self) -> int:
+        return 6  # two action tokens, two keys, two values
+
+    def min_obs_tokens(self) -> int:
+        return 3  # FACT key value
+
+    def max_obs_tokens(self) -> int:
+        return max(int(self.obs_tokens[1]), int(self.read_tokens[1]))
+
+    def validate(self, prefix: str = "task") -> None:
+        super().validate(prefix)
+        check_range_pair(f"{prefix}.read_tokens", self.read_tokens, self.obs_tokens[1] + 3, 4096)
+        check_float(f"{prefix}.read_payoff", self.read_payoff, -1.0, 1.0)
+        check_float(f"{prefix}.fact_frac", self.fact_frac, 0.0, 1.0, lo_open=True)

@@ -111,6 +111,12 @@ class Instances:
     """(n, H+1) the env replaces the action at step t by ``slip_action`` (noise)."""
     slip_action: IntArray
     """(n, H+1) the replacement action."""
+    alt_obs: IntArray | None = None
+    """(n, H, O) the observation step t returns instead of ``obs`` when its action is ``alt_action``:
+    tasks whose actions choose what they see (PeekRead: a long read instead of a peek). ``None``: the
+    observation never depends on the action."""
+    alt_action: IntArray | None = None
+    """(n,) the action that selects ``alt_obs`` (with it; ``None`` without)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,10 @@ def step(
     terminated = ~moving
     reward = (terminated & ~failed & (a == inst.answer)).astype(np.float64)
     obs = inst.obs.reshape(n * h, o).take(at, axis=0)
+    if inst.alt_obs is not None and inst.alt_action is not None:
+        alt = a == inst.alt_action
+        if alt.any():
+            obs[alt] = inst.alt_obs.reshape(n * h, o).take(at[alt], axis=0)
     if terminated.any():
         obs[terminated] = vocab.PAD
     return obs, reward, terminated, StepState(t=t + 1, failed=failed)
@@ -160,13 +170,15 @@ def step(
 
 def take_rows(inst: Instances, rows: IntArray) -> Instances:
     """The instances at ``rows``, copied."""
-    return Instances(**{f: getattr(inst, f)[rows] for f in Instances.__dataclass_fields__})
+    fields = {f: getattr(inst, f) for f in Instances.__dataclass_fields__}
+    return Instances(**{f: None if x is None else x[rows] for f, x in fields.items()})  # type: ignore[arg-type]
 
 
 def replace_rows(inst: Instances, rows: IntArray, new: Instances) -> None:
     """Overwrite ``rows`` of ``inst`` in place with ``new`` (the vector env's autoreset)."""
     for f in Instances.__dataclass_fields__:
-        getattr(inst, f)[rows] = getattr(new, f)
+        if (x := getattr(inst, f)) is not None:
+            x[rows] = getattr(new, f)
 
 
 @dataclass(frozen=True)
@@ -185,17 +197,23 @@ class Layout:
     slip_action: IntArray
 
     def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
-                  target: IntArray) -> Instances:
+                  target: IntArray, alt_obs: IntArray | None = None,
+                  alt_action: IntArray | None = None) -> Instances:
         """Complete a task's episode arrays with this layout's horizon, hardness and slips."""
         return Instances(prompt=pad_row(prompt, obs.shape[2]), obs=obs, expected=expected, answer=answer,
                          horizon=self.horizon, hard=self.hard, target=target, slip=self.slip,
-                         slip_action=self.slip_action)
+                         slip_action=self.slip_action, alt_obs=alt_obs, alt_action=alt_action)
+
+
+def max_step_tokens(cfg: TaskConfig) -> int:
+    """The longest observation a step can return (padding and heavy tail included)."""
+    extra = round(abs(cfg.compaction_reward_corr) * cfg.corr_pad_tokens)
+    return max(cfg.max_obs_tokens() + extra, cfg.tail_tokens if cfg.tail_prob > 0 else 0)
 
 
 def obs_width(cfg: TaskConfig, prompt_len: int) -> int:
     """O: the fixed observation width of a task config (widest step, heavy tail or prompt)."""
-    extra = round(abs(cfg.compaction_reward_corr) * cfg.corr_pad_tokens)
-    return max(cfg.obs_tokens[1] + extra, cfg.tail_tokens if cfg.tail_prob > 0 else 0, prompt_len)
+    return max(max_step_tokens(cfg), prompt_len)
 
 
 def draw_layout(keys: KeyArray, cfg: TaskConfig, width: int) -> Layout:

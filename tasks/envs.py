@@ -16,8 +16,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from tasks import core, keyrecall, pointerchase, vocab
-from tasks.config import KeyRecallConfig, PointerChaseConfig, TaskConfig
+from tasks import core, keyrecall, peekread, pointerchase, vocab
+from tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 from tasks.core import IntArray
 
 
@@ -56,6 +56,16 @@ POINTER_CHASE = TaskSpec(
     prompt_len=pointerchase.prompt_tokens_len,
 )
 
+PEEK_READ = TaskSpec(
+    name="PeekRead",
+    config_cls=PeekReadConfig,
+    generate=peekread.generate,
+    solver_cls=peekread.PeekReadSolver,
+    act_tokens=lambda cfg: np.array([peekread.PEEK, peekread.READ]),
+    answer_tokens=lambda cfg: np.arange(*peekread.value_tokens(cfg)),
+    prompt_len=lambda cfg: len(peekread.prompt_tokens(cfg)),
+)
+
 
 def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, Any]) -> TaskConfig:
     cfg = config if config is not None else task.config_cls()
@@ -74,7 +84,7 @@ def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
         "act_tokens": task.act_tokens(cfg),
         "answer_tokens": task.answer_tokens(cfg),
         "prompt_tokens": task.prompt_len(cfg),
-        "step_obs_tokens": cfg.obs_tokens[1],
+        "step_obs_tokens": cfg.max_obs_tokens(),
     }
 
 
@@ -291,3 +301,27 @@ class PointerChaseEnv(TokenTaskEnv):
 class PointerChaseVectorEnv(TokenTaskVectorEnv):
     __doc__ = PointerChaseEnv.__doc__
     task = POINTER_CHASE
+
+
+class PeekReadEnv(TokenTaskEnv):
+    __doc__ = (
+        """PeekRead: what the agent reads sets how much context it spends.
+
+    Every step the action is ``PEEK`` (the first content id: a short observation of ``obs_tokens``)
+    or ``READ`` (the second: a long one of ``read_tokens``); any other id counts as a peek. One fact
+    ``FACT key value`` is stated early (``fact_frac``); the last observation is ``key QUERY`` and the
+    answer is the value. ``read_payoff`` > 0: the fact is in the read of its step and a peek there
+    shows it only with probability ``1 - read_payoff``. ``read_payoff`` < 0: both show it, and each read
+    after it restates the key with a wrong value with probability ``|read_payoff|``. 0: both show it.
+    A rollout that reads more compacts more, so the number of compactions varies between the rollouts
+    of one prompt and goes with success in the direction ``read_payoff`` sets. In a hard instance the
+    fact is never stated.
+    """
+        + _TASK_DOC
+    )
+    task = PEEK_READ
+
+
+class PeekReadVectorEnv(TokenTaskVectorEnv):
+    __doc__ = PeekReadEnv.__doc__
+    task = PEEK_READ

@@ -76,18 +76,15 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig) -> core.Instances:
     )
 
 
-class KeyRecallSolver:
-    """How a reference agent plays KeyRecall from its working context alone.
+class FactSolver:
+    """Reads ``FACT key value`` facts from a working context and answers ``key QUERY`` from them.
 
-    Summaries are ``m // 2`` (key, value) pairs, PAD-filled. ``relevant`` keeps the hottest keys (the
-    task's query prior), ``recency`` the most recently seen facts (the systematic flaw), ``oracle``
-    keeps the fact that will be asked first, if it has been seen.
+    Shared by the reference solvers of every task whose answer is a stated fact (KeyRecall, PeekRead).
     """
 
-    def __init__(self, cfg: KeyRecallConfig) -> None:
-        self.cfg = cfg
-        self.keys = key_tokens(cfg)
-        self.values = value_tokens(cfg)
+    def __init__(self, keys: tuple[int, int], values: tuple[int, int]) -> None:
+        self.keys = keys
+        self.values = values
 
     def facts(self, ctx: IntArray) -> dict[int, int]:
         """Known facts in the order they were learnt (a later statement of a key wins)."""
@@ -104,15 +101,28 @@ class KeyRecallSolver:
             known[k] = v
         return known
 
-    def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
-        return vocab.NEXT
-
     def answer(self, ctx: IntArray, rng: np.random.Generator) -> int:
         q = np.flatnonzero(ctx == vocab.QUERY)
         known = self.facts(ctx)
         if q.size and int(ctx[q[-1] - 1]) in known:
             return known[int(ctx[q[-1] - 1])]
         return int(rng.integers(*self.values))
+
+
+class KeyRecallSolver(FactSolver):
+    """How a reference agent plays KeyRecall from its working context alone.
+
+    Summaries are ``m // 2`` (key, value) pairs, PAD-filled. ``relevant`` keeps the hottest keys (the
+    task's query prior), ``recency`` the most recently seen facts (the systematic flaw), ``oracle``
+    keeps the fact that will be asked first, if it has been seen.
+    """
+
+    def __init__(self, cfg: KeyRecallConfig) -> None:
+        super().__init__(key_tokens(cfg), value_tokens(cfg))
+        self.cfg = cfg
+
+    def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        return vocab.NEXT
 
     def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
         known = self.facts(ctx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
+from tasks.config import ConfigError, KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,27 @@ class Preset:
 
 _KR = "simlab/KeyRecall-v0"
 _PC = "simlab/PointerChase-v0"
+_PR = "simlab/PeekRead-v0"
+
+
+def _peekread(name: str, payoff: float, base_steps: int, about: str) -> Preset:
+    """The PeekRead trio: one geometry, one policy shape, one RL budget; only ``read_payoff`` moves.
+
+    A skimmer's whole episode fits under L (one segment), a reader's takes three; the fact opens the
+    first observation. Behaviour cloning needs 300 steps to copy the fact when only reads show it
+    (``read_payoff`` = 1: half the demonstrations never see it) and 120 otherwise, which puts every base
+    model between 0.35 and 0.75 (README, "Task presets").
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=26, horizon=(5, 6), read_tokens=(14, 16), hard_frac=0.2, read_payoff=payoff),
+        dict(window=56, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=4, max_steps=16),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=base_steps, episodes=64, lr=1e-3),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -53,6 +74,14 @@ PRESETS: dict[str, Preset] = {
                # lr 3e-3 undoes the base model within a few steps; 6e-4 with 256 rollouts per step
                # improves it (README, "Policy and training")
                train=dict(lr=6e-4, prompts=32, steps=40)),
+        Preset("keyrecall-duo", _KR,
+               KeyRecallConfig(num_facts=2, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
+                               fact_frac=0.25, zipf=0.0),
+               dict(window=36, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=6, max_steps=16),
+               "two facts in the first two steps, either may be asked: the summary must carry both pairs",
+               policy=dict(n_layer=2, n_head=4, d_model=64),
+               base=dict(steps=300, episodes=64, lr=1e-3),
+               train=dict(lr=6e-4, prompts=32, steps=40)),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
                dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),
@@ -66,6 +95,9 @@ PRESETS: dict[str, Preset] = {
         Preset("pointerchase-tiny", _PC, PointerChaseConfig(),
                dict(window=96, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=8, max_steps=40),
                "12 nodes, 2 links per table, 16-24 moves, a 4-token state summary"),
+        _peekread("peekread-pos", 1.0, 300, "reading pays: rollouts that read more compact more and succeed more"),
+        _peekread("peekread-neg", -0.2, 120, "reading is a trap: rollouts that read more compact more and fail more"),
+        _peekread("peekread-zero", 0.0, 120, "the control: reading costs context and changes nothing else"),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
                "32-48 moves: credit must cross many segments"),

@@ -2,19 +2,22 @@
 
 The seed's maintenance advice reads as a dashboard spec: watch the segment-count distribution (drift
 toward more segments leads both the normaliser bias and a stalling summariser), the baseline shift
-between trajectory- and rollout-group statistics, the share of loss weight that compacting rollouts
+between trajectory- and rollout-group statistics, the share of loss weight that the longer rollouts
 take against their share of tokens (Block 1: 80% against 65.8%), the realised N_after and the
-effective lambda with the first segment's surviving weight (Block 2).
+effective lambda with the first segment's surviving weight (Block 2). How much K varies inside prompt
+groups, and how it goes with reward there (:func:`within_group`), says whether the group estimators
+can differ at all.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from simlab.credit.batch import FloatArray, IntArray, SegmentBatch
+from simlab.credit.batch import BoolArray, FloatArray, IntArray, SegmentBatch
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.credit.normalisers import row_weights
 
@@ -37,20 +40,70 @@ def baseline_shift(batch: SegmentBatch) -> FloatArray:
     return per_segment - per_rollout
 
 
-def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> tuple[float, float]:
-    """(loss-weight share, token share) of rollouts that compacted at least once.
+def longer_rollouts(batch: SegmentBatch) -> BoolArray:
+    """(R,) rollouts with more segments than the median of their group.
 
-    Shares are over the rows the normaliser keeps. Block 1: segment normaliser 0.80 vs 0.658 tokens.
+    Groups of one rollout (PPO, G = 1) are compared with the median of the whole batch instead. A batch
+    in which every rollout compacts still separates the longer ones, which is what the segment-count
+    bias acts on; a group whose rollouts all have the same K has none.
+    """
+    k = batch.segments_per_rollout.astype(np.float64)
+    size = np.bincount(batch.groups, minlength=batch.num_groups)[batch.groups]
+    median = np.full(k.size, float(np.median(k)))
+    for code in np.unique(batch.groups[size > 1]):
+        rows = batch.groups == code
+        median[rows] = np.median(k[rows])
+    return k > median
+
+
+def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> tuple[float, float]:
+    """(loss-weight share, token share) of the longer rollouts (:func:`longer_rollouts`).
+
+    Shares are over the rows the normaliser keeps. Block 1 (where the longer rollouts are the ones that
+    compacted): segment normaliser 0.80 of the weight on 0.658 of the tokens.
     """
     w = row_weights(batch, normaliser, **options) * batch.seg_tokens  # total weight per row
-    compacting = batch.per_row(batch.segments_per_rollout > 1) > 0
+    longer = batch.per_row(longer_rollouts(batch)) > 0
     kept = w > 0
     total_w = w.sum()
     tokens = batch.seg_tokens * kept
     total_t = tokens.sum()
-    loss_share = float(w[compacting].sum() / total_w) if total_w > 0 else float("nan")
-    token_share = float(tokens[compacting].sum() / total_t) if total_t > 0 else float("nan")
+    loss_share = float(w[longer].sum() / total_w) if total_w > 0 else float("nan")
+    token_share = float(tokens[longer].sum() / total_t) if total_t > 0 else float("nan")
     return loss_share, token_share
+
+
+def within_group(batch: SegmentBatch) -> dict[str, float]:
+    """:func:`within_group_stats` of a batch's segment counts, rewards and prompt groups."""
+    return within_group_stats(batch.segments_per_rollout, batch.rewards, batch.groups)
+
+
+def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
+    """How much the segment count K varies inside prompt groups, and how it goes with reward there.
+
+    Args:
+        segments: (R,) K of each rollout; rewards: (R,) its terminal reward; groups: (R,) its prompt
+            group, as codes 0..num_groups-1.
+
+    ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
+    pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
+    group means (NaN when either has no within-group variation). Group-relative statistics see only
+    this variation: between-group differences in K cancel in them. A singleton group has SD 0 and
+    adds nothing to the correlation.
+    """
+    k = np.asarray(segments, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.asarray(groups)
+    size = np.bincount(g)
+    used = size > 0
+
+    def centred(x: FloatArray) -> FloatArray:
+        return x - (np.bincount(g, weights=x, minlength=size.size)[used] / size[used])[np.cumsum(used)[g] - 1]
+
+    dk, dr = centred(k), centred(r)
+    sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])
+    den = math.sqrt(float(dk @ dk) * float(dr @ dr))
+    return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
 
 
 def n_after_distribution(batch: SegmentBatch) -> IntArray:
@@ -126,8 +179,11 @@ def summary(batch: SegmentBatch, opts: HealthOptions | None = None) -> dict[str,
     for count, n in segment_count_distribution(batch).items():
         out[f"segments/count_{count}"] = float(n)
     loss_share, token_share = compacting_shares(batch, opts.normaliser, overlong_mask=opts.overlong_mask)
-    out["compacting/loss_share"] = loss_share
-    out["compacting/token_share"] = token_share
+    out["longer/loss_share"] = loss_share
+    out["longer/token_share"] = token_share
+    out["longer/rate"] = float(longer_rollouts(batch).mean())
+    for key, value in within_group(batch).items():
+        out[f"within_group/{key}"] = value
     n_after = n_after_distribution(batch)
     for q in QUANTILES:
         out[f"n_after/q{int(q * 100)}"] = float(np.quantile(n_after, q))

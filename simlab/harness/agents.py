@@ -74,6 +74,8 @@ class SolverAgent:
                 out[r, 0] = self.solver.answer(ctx, self.rng)
             elif request.allowed[vocab.COMPACT] and full.size >= self.compact_frac * request.window:
                 out[r, 0] = vocab.COMPACT
+            elif self.oracle and hasattr(self.solver, "oracle_act"):  # tasks where acting well needs the target
+                out[r, 0] = self.solver.oracle_act(ctx, int(targets[r]), self.rng)
             else:
                 out[r, 0] = self.solver.act(ctx, self.rng)
         return Generation(tokens=out)

@@ -21,8 +21,12 @@ def corr(x: np.ndarray, y: np.ndarray) -> float:
 def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
     """Success, segment counts, compaction and overlong rates, corr(segments, reward), working context,
     effective horizon and throughput over one or more batches run with the same config."""
+    from simlab.credit.health import within_group_stats
+
     recs = [r for b in batches for r in b.rollouts]
     cfg = batches[0].config
+    groups = np.concatenate([b.batch.groups + sum(x.batch.num_groups for x in batches[:i])
+                             for i, b in enumerate(batches)])
     reward = np.array([r.reward for r in recs])
     segs = np.array([r.compactions + 1 for r in recs])
     finished = np.array([r.finished for r in recs])
@@ -43,6 +47,8 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
         "overlong_rate": float((~finished).mean()),
         "overlong_reasons": dict(Counter(r.overlong for r in recs if not r.finished)),
         "corr_segments_reward": corr(segs.astype(float), reward),
+        "group_size": int(np.bincount(groups).max()),
+        "within_group": within_group_stats(segs, reward, groups),
         "working_context_mean": float(ctx.mean()),
         "working_context_max": int(ctx.max()),
         "window": cfg.window,
@@ -74,7 +80,8 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
         f"  segments         mean {s['mean_segments']:.2f}  distribution {{{dist}}}",
         f"  compaction rate  {s['compaction_rate']:.3f}  (mean {s['mean_compactions']:.2f} per rollout)",
         f"  overlong rate    {s['overlong_rate']:.3f}  {s['overlong_reasons'] or ''}",
-        f"  corr(segments, reward)  {s['corr_segments_reward']:+.3f}",
+        f"  corr(segments, reward)  {s['corr_segments_reward']:+.3f} overall; within groups of "
+        f"G={s['group_size']}: {s['within_group']['corr']:+.3f}, SD of segments {s['within_group']['segments_sd']:.2f}",
         f"  working context  mean {s['working_context_mean']:.1f}  max {s['working_context_max']}"
         f"  (W={s['window']}, L={s['threshold']})",
         f"  effective horizon  L x (S+1) = {s['effective_horizon']} tokens; mean steps {s['mean_steps']:.1f}",
@@ -96,6 +103,7 @@ def inspect_preset(
     batch: int = 256,
     seed: int = 0,
     quality: float = 0.7,
+    group_size: int = 8,
     harness: dict[str, Any] | None = None,
     task: dict[str, Any] | None = None,
     progress: Any = None,
@@ -103,7 +111,9 @@ def inspect_preset(
     """Run ``episodes`` rollouts of a preset under a reference agent and a harness setting.
 
     ``harness`` and ``task`` override the preset's fields. Batches of ``batch`` envs run one after
-    another with disjoint seeds.
+    another with disjoint seeds; each batch plays prompts in groups of ``group_size`` rollouts (GRPO's
+    G), so the within-group statistics see what a group-relative estimator would. ``episodes`` and
+    ``batch`` must be multiples of ``group_size``.
     """
     import gymnasium
 
@@ -116,8 +126,11 @@ def inspect_preset(
 
     p = get_preset(preset)
     AGENTS.canonical(agent)
-    check_int("episodes", episodes, 1)
-    check_int("batch", batch, 1)
+    check_int("group_size", group_size, 1)
+    for name, value in (("episodes", episodes), ("batch", batch)):
+        check_int(name, value, group_size)
+        if value % group_size:
+            raise ValueError(f"`{name}={value}` is invalid; choose a multiple of group_size={group_size}")
     cfg = HarnessConfig(**{**p.harness, **(harness or {})})
     task_cfg = p.task.replace(**(task or {}))
     batches = []
@@ -127,7 +140,8 @@ def inspect_preset(
         env = gymnasium.make_vec(
             p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=task_cfg
         )
-        batches.append(run_rollouts(env, agent, cfg, seed=seed + done, quality=quality, progress=progress))
+        batches.append(run_rollouts(env, agent, cfg, seed=seed + done // group_size, group_size=group_size,
+                                    quality=quality, progress=progress))
         env.close()
         done += n
     out = rollout_stats(batches)

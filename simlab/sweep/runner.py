@@ -467,7 +467,9 @@ def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
     if spec.variants:
         out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
     if spec.sampler == "grid":
-        out["seed"] = trial.suggest_categorical("seed", list(spec.seeds))
+        # an int range, not a categorical: Optuna refuses a categorical whose choices change, and a rerun
+        # with added seeds widens the range (the queued value is returned as it was enqueued)
+        out["seed"] = trial.suggest_int("seed", min(spec.seeds), max(spec.seeds))
     else:  # seeds cycle over the trials; the sampler does not search over them
         out["seed"] = spec.seeds[trial.number % len(spec.seeds)]
     return out

@@ -225,13 +225,16 @@ class SweepSpec:
         return [Cell(point, seed) for point in self.grid_points() for seed in self.seeds]
 
     def fingerprint(self) -> str:
-        """Hash of everything that defines the cells and their meaning (not ``n_trials``/``pruner``)."""
+        """Hash of everything that defines what a cell means (not ``seeds``, ``n_trials`` or ``pruner``).
+
+        Seeds are left out on purpose: a finished sweep rerun with more seeds runs just the new cells,
+        and every existing cell keeps its meaning.
+        """
         blob = json.dumps(
             {
                 "base": [self.base.preset, self.base.recipe, self.base.overrides],
                 "axes": [[a.key, a.grid, a.dist and vars(a.dist)] for a in self.axes],
                 "variants": [[v.name, v.settings] for v in self.variants],
-                "seeds": self.seeds,
                 "objective": vars(self.objective),
                 "sampler": self.sampler,
             },

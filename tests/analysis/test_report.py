@@ -77,8 +77,8 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
             "health/segments/count_2": 4.0 + step // 2,
             "health/segments/count_3": float(step // 4),
             # credit health: the segment normaliser over-weights compacting rollouts; B's baseline shifts
-            "health/compacting/loss_share": 0.8 if variant == C else 0.6,
-            "health/compacting/token_share": 0.6,
+            "health/longer/loss_share": 0.8 if variant == C else 0.6,
+            "health/longer/token_share": 0.6,
             "health/baseline_shift/mean": 0.1 * seed if variant == B else 0.0,
         }
         if final_c is not None:

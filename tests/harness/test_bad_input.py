@@ -87,7 +87,7 @@ def test_cli_bad_input_exits_2_naming_the_field() -> None:
         ),
         (["--quality", "-0.5"], "`agent.quality=-0.5` is invalid"),
     ]:
-        result = runner.invoke(app, ["inspect", "--task", "keyrecall-tiny", "--episodes", "4", *args])
+        result = runner.invoke(app, ["inspect", "--task", "keyrecall-tiny", "--episodes", "8", *args])
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output, (args, result.output)
     result = runner.invoke(app, ["inspect", "--task", "nope"])

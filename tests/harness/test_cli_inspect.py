@@ -71,3 +71,22 @@ def test_inspect_shows_the_gap_to_a_no_summary_run() -> None:
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)
     assert stats["summary_gap"] > 0.4 and stats["sliding_success_rate"] < 0.2
+
+
+@pytest.mark.parametrize(
+    ("name", "lo", "hi"),
+    [("peekread-pos", 0.3, 1.0), ("peekread-neg", -1.0, -0.3), ("peekread-zero", -0.1, 0.1)],
+)
+def test_peekread_presets_meet_their_within_group_bounds(name: str, lo: float, hi: float) -> None:
+    """The calibration the findings stand on: K varies inside groups of G = 8 and goes with reward as the
+    preset says (scripted agent, 1024 rollouts)."""
+    result = CliRunner().invoke(app, ["inspect", "--task", name, "--episodes", "1024", "--json"])
+    assert result.exit_code == 0, result.output
+    within = json.loads(result.output)["within_group"]
+    assert within["segments_sd"] >= 0.7
+    assert lo <= within["corr"] <= hi
+
+
+def test_inspect_rejects_a_group_size_that_does_not_divide_the_episodes() -> None:
+    result = CliRunner().invoke(app, ["inspect", "--task", "peekread-pos", "--episodes", "20", "-G", "8"])
+    assert result.exit_code == 2 and "`episodes=20` is invalid; choose a multiple of group_size=8" in result.output

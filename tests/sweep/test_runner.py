@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -95,6 +96,24 @@ def test_changed_spec_under_the_same_name_is_refused(ready_stores: Stores, tmp_p
     small = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1]").replace("[true, false]", "[true]")
     spec = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0]"))
     assert run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()]).exit_code == 0
-    changed = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0, 2]"), "changed.toml")
+    changed = write_spec(tmp_path, small.replace("train.steps = 6", "train.steps = 7"), "changed.toml")
     result = run_cli(["sweep", str(changed), "--no-progress", *ready_stores.args()])
     assert result.exit_code == 2 and "made from a different spec" in result.output
+
+
+def test_added_seeds_run_only_the_new_cells(ready_stores: Stores, tmp_path: Path) -> None:
+    small = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1]")
+    spec = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0]"))
+    assert run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()]).exit_code == 0
+    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    first = {t.user_attrs["cell"]: (t.number, t.datetime_complete) for t in study.get_trials()}
+    assert len(first) == 2
+    more = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"), "more.toml")
+    result = run_cli(["sweep", str(more), "--no-progress", *ready_stores.args()])
+    assert result.exit_code == 0, result.output
+    assert "4 of 6 trial(s) to run" in result.output
+    trials = study.get_trials()
+    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)
+    again = {t.user_attrs["cell"]: (t.number, t.datetime_complete) for t in trials}
+    assert {k: again[k] for k in first} == first  # the earlier seeds' trials were not run again
+    assert sorted(json.loads(c)["seed"] for c in again) == [0, 0, 1, 1, 2, 2]
