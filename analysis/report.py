@@ -342,10 +342,11 @@ def default_baseline(sweep: SweepRuns) -> str:
     return sweep.variants[0]
 
 
-def variant_table(sweep: SweepRuns, baseline: str | None = None) -> pl.DataFrame:
-    """One row per (evaluation, variant): mean and SE over seeds, difference from the baseline with
-    its SE and sigma, like-for-like, tie-aware rank; ``missing`` counts finished runs without the metric
-    and ``unfinished`` the runs that did not finish (FAILED, KILLED, still RUNNING)."""
+def variant_table(sweep: SweepRuns, baseline: str | None = None, effect: float = 5.0) -> pl.DataFrame:
+    """One row per (evaluation, variant): mean, IQM, 95% interval and SE over seeds, difference from the
+    baseline with its SE (paired by seed where the seeds match) and sigma, the detectable effect and the
+    seeds an ``effect``-point difference needs, like-for-like, tie-aware rank; ``missing`` counts finished
+    runs without the metric and ``unfinished`` the runs that did not finish (FAILED, KILLED, RUNNING)."""
     names = sweep.variants
     baseline = default_baseline(sweep) if baseline is None else baseline
     if baseline not in names:
@@ -363,7 +364,8 @@ def variant_table(sweep: SweepRuns, baseline: str | None = None) -> pl.DataFrame
             pl.col(horizon).drop_nulls().first().over("variant").alias("horizon"),
         )
         summary = stats.variant_summary(frame, variant="variant", rate="rate", episodes="episodes", horizon="horizon")
-        table = stats.against_baseline(summary, baseline, variant="variant", horizon="horizon")
+        table = stats.against_baseline(summary, baseline, variant="variant", horizon="horizon", per_seed=frame,
+                                       effect=effect)
         parts.append(
             table.join(unfinished, on="variant", how="left", maintain_order="left").with_columns(
                 (pl.col("missing") - pl.col("unfinished")).alias("missing"),
@@ -558,7 +560,30 @@ def credit_markdown(credit: pl.DataFrame) -> str:
     )
 
 
-def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None) -> str:
+def _se_from(r: dict[str, Any]) -> str:
+    """Where a difference's SE comes from: paired seeds (with their count) or the two arms' own SEs."""
+    if r["dominant_difference"] == "paired":
+        return f"paired seeds (n={r['pairs']})"
+    return r["dominant_difference"] or "n/a"
+
+
+def _power(r: dict[str, Any], effect: float) -> str:
+    """For a tie: the effect it could have detected, and the seeds a ``effect``-point one needs."""
+    if r["se_difference"] == 0 and r["difference"] == 0:
+        return "identical in every seed"
+    if r["sigma"] is None or r["mde"] is None or abs(r["sigma"]) >= stats.TIE_SIGMA:
+        return "-"
+    need = "n/a" if r["seeds_needed"] is None else str(r["seeds_needed"])
+    return f"MDE {r['mde']:.1f}; {need} seeds for {effect:g} pts"
+
+
+def _interval(low: float | None, high: float | None, fmt: str = ".1f") -> str:
+    return "n/a" if low is None or high is None else f"[{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def to_markdown(
+    sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None, effect: float = 5.0
+) -> str:
     """The report as Markdown: one table per evaluation configuration, then the published ablations."""
     baseline = table.get_column("baseline")[0]
     total = sweep.runs.height
@@ -566,9 +591,13 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
     parts = [
         f"## simlab report: {sweep.experiment}\n\n"
         f"{finished} of {total} trial runs finished; {len(sweep.variants)} variants; baseline `{baseline}`. "
-        f"Means and SEs in points over seeds; the SE is max(binomial, seed spread) and `SE from` says which. "
-        f"Ranks treat differences under {stats.TIE_SIGMA:g} sigma as ties. H = L x (S+1) (W without "
-        f"summaries); a difference across different H is not like-for-like.\n"
+        f"Means and SEs in points over seeds; a mean's SE is max(binomial, seed spread). IQM is the interquartile "
+        f"mean and CI a bootstrap 95% interval over seeds. A difference is paired by seed when the arms share "
+        f"at least {stats.PAIRED_MIN_SEEDS} seeds (same base model, prompts and evaluation instances) and its "
+        f"`SE from` says so. Ranks treat differences under {stats.TIE_SIGMA:g} sigma as ties; for a tie, "
+        f"Power gives the minimum detectable effect at {stats.TIE_SIGMA:g} sigma and the seeds a "
+        f"{effect:g}-point effect needs (`--effect`). H = L x (S+1) (W without summaries); a difference across "
+        f"different H is not like-for-like.\n"
     ]
     headers = [
         "Rank",
@@ -578,11 +607,15 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
         "Missing",
         "Unfinished",
         "Mean",
+        "IQM",
+        "95% CI",
         "SE",
-        "SE from",
         "Diff",
+        "Diff 95% CI",
         "SE diff",
+        "SE from",
         "Sigma",
+        "Power",
         "Like-for-like",
     ]
     for name, key in EVALUATIONS.items():
@@ -602,11 +635,15 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame |
                     str(r["missing"]),
                     str(r["unfinished"]),
                     _num(r["mean"], ".1f"),
-                    _num(r["se"], ".1f"),
-                    r["dominant"] or "n/a",
+                    _num(r["iqm"], ".1f"),
+                    _interval(r["ci_low"], r["ci_high"]),
+                    _num(r["se"], ".1f") + (f" ({r['dominant']})" if r["dominant"] else ""),
                     "-" if is_base else _num(r["difference"], "+.1f"),
+                    "-" if is_base else _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
                     "-" if is_base else _num(r["se_difference"], ".1f"),
+                    "-" if is_base else _se_from(r),
                     "-" if is_base else _num(r["sigma"], "+.2f"),
+                    "-" if is_base else _power(r, effect),
                     "-" if is_base else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
                 ]
             )
@@ -839,6 +876,7 @@ def build_report(
     against: bool = False,
     tracking_uri: str | None = None,
     log: bool = True,
+    effect: float = 5.0,
 ) -> Report:
     """Load, tabulate, render and write the report; attach it to the sweep's parent run when ``log``."""
     from simlab import tracking
@@ -846,9 +884,9 @@ def build_report(
     if out is not None:
         check_output_dir(out)  # before any work, like `simlab audit`
     sweep = load_runs(experiment, tracking_uri)
-    table = variant_table(sweep, baseline)
+    table = variant_table(sweep, baseline, effect)
     published = against_published(table) if against else None
-    markdown = to_markdown(sweep, table, published)
+    markdown = to_markdown(sweep, table, published, effect)
     if out is None:
         out = default_out_dir(experiment, tracking_uri)
         out.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,11 @@ it works on any objective and keeps the input's unit.
       seed spread        V_seed          = s^2 / k,   s^2 = 1/(k-1) sum_i (p_i - p_bar)^2
       combined           V               = V_bin + max(V_seed - V_bin, 0)  =  max(V_bin, V_seed)
     significance         sigma           = difference / se
+    paired difference    d_i = t_i - b_i over seeds both arms share,  se = s_d / sqrt(n)
+    detectable effect    MDE             = 2 se                      (at 2 sigma with the seeds at hand)
+    seeds for effect E   n_E             = ceil((2 s / E)^2),  s = se sqrt(n)  (per-seed SD of the difference)
+    interquartile mean   IQM             = mean of the middle 50% of the per-seed values (rliable)
+    bootstrap CI         percentile interval of a statistic over seeds resampled within each stratum
     effective horizon    H               = L x (S + 1)               (SUPO's L_RL x (S + 1))
 """
 
@@ -35,7 +40,13 @@ NOISE_SIGMA = 1.0
 TIE_SIGMA = 2.0
 """Below this many standard errors two variants are tied (ranking) and a difference is not significant."""
 
-Dominant = Literal["binomial", "seeds"]
+PAIRED_MIN_SEEDS = 3
+"""Fewest shared seeds for a paired SE: with two, the SD of the differences rests on one degree of freedom."""
+BOOTSTRAP_SAMPLES = 2000
+"""Bootstrap resamples per interval (rliable uses 2000 for its stratified-bootstrap intervals)."""
+CI_LEVEL = 0.95
+
+Dominant = Literal["binomial", "seeds", "paired"]
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -184,6 +195,100 @@ def difference(treatment: MeanSE, baseline: MeanSE) -> Difference:
     )
 
 
+def paired_difference(treatment: npt.ArrayLike, baseline: npt.ArrayLike) -> Difference:
+    """mean(t_i - b_i) over seeds the two arms share, with se = s_d / sqrt(n), in the input's unit.
+
+    Arms that share a seed share the base model, the training prompts and the evaluation instances, so
+    most of the evaluation noise is common to both and cancels in t_i - b_i; what remains, seed to
+    seed, is what the difference is uncertain by. Needs at least :data:`PAIRED_MIN_SEEDS` pairs.
+    """
+    t = np.asarray(treatment, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    if t.ndim != 1 or t.shape != b.shape or not np.all(np.isfinite(t) & np.isfinite(b)):
+        raise ValueError(
+            f"`treatment` {t.shape} and `baseline` {b.shape} are invalid; choose two 1-D arrays of finite "
+            "per-seed values, aligned by seed"
+        )
+    if t.size < PAIRED_MIN_SEEDS:
+        raise ValueError(f"{t.size} shared seed(s) is too few for a paired SE; choose >= {PAIRED_MIN_SEEDS}")
+    d = t - b
+    return Difference(difference=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), dominant="paired")
+
+
+def min_detectable_effect(se: float, sigma: float = TIE_SIGMA) -> float:
+    """The smallest difference that would clear ``sigma`` standard errors: sigma x se."""
+    return sigma * se if se >= 0 else math.nan
+
+
+def seeds_needed(se: float, seeds: int, effect: float, sigma: float = TIE_SIGMA) -> int | None:
+    """Seeds at which an effect of size ``effect`` reaches ``sigma`` standard errors.
+
+    The per-seed SD of the difference is s = se sqrt(seeds); an effect E clears sigma SEs with
+    n = ceil((sigma s / E)^2) seeds (at least 2). ``None`` when se is unknown.
+    """
+    if not effect > 0:
+        raise ValueError(f"`effect={effect!r}` is invalid; choose an effect size > 0 (points)")
+    if not (se >= 0 and seeds >= 1):
+        return None
+    s = se * math.sqrt(seeds)
+    return max(2, math.ceil((sigma * s / effect) ** 2 - 1e-9))
+
+
+def iqm(values: npt.ArrayLike) -> float:
+    """Interquartile mean: the mean of the values left after trimming 25% from each end (as rliable,
+    ``scipy.stats.trim_mean(x, 0.25)``). Robust to one diverged or lucky seed, and equal to the mean for
+    up to three values."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"`values={values!r}` is invalid; choose a non-empty 1-D array")
+    cut = int(0.25 * x.size)
+    return float(x[cut : x.size - cut].mean())
+
+
+def bootstrap_ci(
+    values: npt.ArrayLike,
+    statistic: Literal["mean", "iqm"] = "mean",
+    *,
+    strata: npt.ArrayLike | None = None,
+    level: float = CI_LEVEL,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic`` over the values resampled with replacement within each stratum.
+
+    ``strata`` (one label per value) keeps each stratum's count fixed, as rliable's stratified bootstrap
+    does across tasks; without it every value is one stratum. Deterministic for a given ``seed``. With a
+    single value the interval is that value.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"`values={values!r}` is invalid; choose a non-empty 1-D array of finite values")
+    if not 0 < level < 1:
+        raise ValueError(f"`level={level!r}` is invalid; choose a value in (0, 1)")
+    if strata is None:
+        labels = np.zeros(x.size, dtype=np.int64)
+    else:
+        labels = np.unique(np.asarray(strata), return_inverse=True)[1]
+    if labels.shape != x.shape:
+        raise ValueError(f"`strata` has {labels.size} labels; give one per value ({x.size})")
+    rng = np.random.default_rng(seed)
+    picks = np.empty((samples, x.size), dtype=np.int64)
+    for label in np.unique(labels):
+        rows = np.flatnonzero(labels == label)
+        picks[:, rows] = rows[rng.integers(0, rows.size, size=(samples, rows.size))]
+    resampled = np.sort(x[picks], axis=1)
+    if statistic == "mean":
+        stats_ = resampled.mean(axis=1)
+    elif statistic == "iqm":
+        cut = int(0.25 * x.size)
+        stats_ = resampled[:, cut : x.size - cut].mean(axis=1)
+    else:
+        raise ValueError(f"`statistic={statistic!r}` is invalid; choose 'mean' or 'iqm'")
+    tail = (1 - level) / 2
+    low, high = np.quantile(stats_, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def significance(diff: float, se: float) -> float:
     """sigma = diff / se. A nonzero difference with se = 0 is +-inf; 0 / 0 and an unknown se are NaN."""
     if not se >= 0:  # negative or NaN
@@ -239,12 +344,18 @@ def like_for_like(treatment_horizon: float, baseline_horizon: float) -> LikeForL
 
 # ------------------------------------------------------------------------------------- ranking
 def rank_with_ties(
-    means: npt.ArrayLike, ses: npt.ArrayLike, *, threshold: float = TIE_SIGMA, higher_is_better: bool = True
+    means: npt.ArrayLike,
+    ses: npt.ArrayLike,
+    *,
+    threshold: float = TIE_SIGMA,
+    higher_is_better: bool = True,
+    pair_se: npt.ArrayLike | None = None,
 ) -> npt.NDArray[np.int64]:
     """(V,) ranks, 1 = best, where a difference under ``threshold`` sigma is a tie.
 
-        rank_i = 1 + #{ j : (m_j - m_i) / sqrt(se_i^2 + se_j^2) >= threshold }
+        rank_i = 1 + #{ j : (m_j - m_i) / se_ij >= threshold },  se_ij = sqrt(se_i^2 + se_j^2)
 
+    ``pair_se`` (V, V) overrides se_ij where it is finite: the paired SE of j - i over shared seeds.
     A variant's rank counts only the variants that beat it significantly, so ties need not be
     transitive (A ties B, B ties C, A beats C gives ranks 1, 1, 2), yet whenever j significantly beats
     i, rank_i > rank_j. Unknown (NaN) SEs make every comparison with that variant a tie.
@@ -261,6 +372,11 @@ def rank_with_ties(
         raise ValueError(f"`threshold={threshold!r}` is invalid; choose a number of sigmas > 0")
     gap = m[None, :] - m[:, None] if higher_is_better else m[:, None] - m[None, :]  # (V, V): j over i
     se = np.sqrt(s[:, None] ** 2 + s[None, :] ** 2)
+    if pair_se is not None:
+        paired = np.asarray(pair_se, dtype=np.float64)
+        if paired.shape != se.shape:
+            raise ValueError(f"`pair_se` has shape {paired.shape}; choose ({m.size}, {m.size})")
+        se = np.where(np.isfinite(paired), paired, se)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = gap / se  # se = 0: +-inf for a gap, NaN for none; unknown se: NaN
     beats = np.where(np.isnan(z), 0.0, z) >= threshold
@@ -277,6 +393,9 @@ _SUMMARY_SCHEMA = {
     "se_binomial": pl.Float64,
     "se_seeds": pl.Float64,
     "dominant": pl.String,
+    "iqm": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
 }
 
 
@@ -290,7 +409,9 @@ def variant_summary(
     horizon L x (S + 1), one value per variant). A seed whose rate is null or NaN is counted in
     ``missing``, never silently dropped; a variant with no measured seed has null statistics.
 
-    Columns: variant, [horizon], seeds, missing, episodes, mean, se, se_binomial, se_seeds, dominant.
+    Columns: variant, [horizon], seeds, missing, episodes, mean, se, se_binomial, se_seeds, dominant,
+    iqm, ci_low, ci_high (the interquartile mean over seeds and a bootstrap 95% interval of the mean, in
+    points).
     """
     needed = [variant, rate, episodes, *([horizon] if horizon else [])]
     absent = [c for c in needed if c not in runs.columns]
@@ -306,7 +427,10 @@ def variant_summary(
                 raise ValueError(f"variant {name!r} has horizons {values}; choose one per variant")
             record[horizon] = values[0]
         if measured.height:
-            m = rate_mean_se(measured[rate].to_numpy(), measured[episodes].to_numpy())
+            rates = measured[rate].cast(pl.Float64).to_numpy()
+            m = rate_mean_se(rates, measured[episodes].to_numpy())
+            low, high = bootstrap_ci(POINTS * rates)
+            record |= {"iqm": iqm(POINTS * rates), "ci_low": low, "ci_high": high}
             record |= {
                 "seeds": m.seeds,
                 "episodes": m.episodes,
@@ -325,6 +449,25 @@ def variant_summary(
     return pl.DataFrame(records, schema=schema).with_columns(pl.col("seeds").fill_null(0))
 
 
+def _per_seed(frame: pl.DataFrame, variant: str, seed: str, rate: str) -> dict[Any, dict[Any, float]]:
+    """{variant: {seed: rate in points}} over the measured seeds."""
+    out: dict[Any, dict[Any, float]] = {}
+    for row in frame.select(variant, seed, rate).iter_rows():
+        name, s, r = row
+        if s is not None and r is not None and not math.isnan(r):
+            out.setdefault(name, {})[s] = POINTS * float(r)
+    return out
+
+
+def _paired(a: dict[Any, float], b: dict[Any, float]) -> tuple[Difference, npt.NDArray[np.float64]] | None:
+    """a - b paired over shared seeds, with the per-seed differences; None below PAIRED_MIN_SEEDS pairs."""
+    shared = sorted(set(a) & set(b))
+    if len(shared) < PAIRED_MIN_SEEDS:
+        return None
+    t, base = np.array([a[k] for k in shared]), np.array([b[k] for k in shared])
+    return paired_difference(t, base), t - base
+
+
 def against_baseline(
     summary: pl.DataFrame,
     baseline: str,
@@ -332,16 +475,26 @@ def against_baseline(
     variant: str,
     horizon: str | None = None,
     higher_is_better: bool = True,
+    per_seed: pl.DataFrame | None = None,
+    seed: str = "seed",
+    rate: str = "rate",
+    effect: float = 5.0,
 ) -> pl.DataFrame:
-    """Each variant's difference from ``baseline``, its SE and sigma, like-for-like, and tie-aware rank.
+    """Each variant's difference from ``baseline``, its SE and sigma, power, like-for-like, tie-aware rank.
 
-    summary: the output of :func:`variant_summary`. Adds difference (variant - baseline), se_difference,
-    sigma, dominant_difference, and with ``horizon`` also horizon_ratio and like_for_like; rank comes from
-    :func:`rank_with_ties` over all measured variants (null where a variant has no measured seed).
+    summary: the output of :func:`variant_summary`. With ``per_seed`` (one row per run: ``variant``,
+    ``seed``, ``rate`` as a fraction) a variant that shares at least :data:`PAIRED_MIN_SEEDS` seeds with
+    the baseline is compared seed by seed (:func:`paired_difference`, ``dominant_difference`` =
+    ``paired``, with a bootstrap 95% interval of the mean paired difference); otherwise the two means are
+    taken as independent. ``mde`` is the difference that would clear 2 sigma with the seeds at hand and
+    ``seeds_needed`` the seeds at which ``effect`` points would. Ranks use paired SEs where they exist.
+    Adds difference, se_difference, sigma, dominant_difference, pairs, diff_ci_low, diff_ci_high, mde,
+    seeds_needed, [horizon_ratio, like_for_like], rank.
     """
     names = summary[variant].to_list()
     if baseline not in names:
         raise ValueError(f"`baseline={baseline!r}` is invalid; choose one of {names}")
+    seeds_of = _per_seed(per_seed, variant, seed, rate) if per_seed is not None else {}
 
     def estimate(row: dict[str, Any]) -> MeanSE | None:
         if row["mean"] is None:
@@ -352,16 +505,26 @@ def against_baseline(
     base_row = rows[names.index(baseline)]
     base = estimate(base_row)
     measured = [i for i, r in enumerate(rows) if r["mean"] is not None]
+    pair_se = np.full((len(measured), len(measured)), np.nan)
+    for a, i in enumerate(measured):
+        for b, j in enumerate(measured):
+            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {})) if a != b else None
+            if got is not None:
+                pair_se[a, b] = got[0].se
     ranks = rank_with_ties(
         [rows[i]["mean"] for i in measured],
         [rows[i]["se"] for i in measured],
         higher_is_better=higher_is_better,
+        pair_se=pair_se,
     )
     rank_of = dict(zip(measured, ranks.tolist(), strict=True))
     extra = []
     for i, row in enumerate(rows):
         est = estimate(row)
-        d = difference(est, base) if est is not None and base is not None else None
+        paired = _paired(seeds_of.get(names[i], {}), seeds_of.get(baseline, {})) if names[i] != baseline else None
+        d = paired[0] if paired else (difference(est, base) if est is not None and base is not None else None)
+        ci = bootstrap_ci(paired[1]) if paired else (None, None)
+        n = len(paired[1]) if paired else min(row["seeds"] or 0, base_row["seeds"] or 0)
         horizons: dict[str, object] = {}
         if horizon:
             known = row[horizon] is not None and base_row[horizon] is not None
@@ -370,12 +533,18 @@ def against_baseline(
                 "horizon_ratio": ratio,
                 "like_for_like": None if ratio is None else LikeForLike(ratio).matched,
             }
+        se_ok = d is not None and math.isfinite(d.se)
         extra.append(
             {
                 "difference": None if d is None else d.difference,
                 "se_difference": None if d is None else d.se,
                 "sigma": None if d is None else d.sigma,
                 "dominant_difference": None if d is None else d.dominant,
+                "pairs": len(paired[1]) if paired else 0,
+                "diff_ci_low": ci[0],
+                "diff_ci_high": ci[1],
+                "mde": min_detectable_effect(d.se) if se_ok and d is not None else None,
+                "seeds_needed": seeds_needed(d.se, n, effect) if se_ok and d is not None and n else None,
                 **horizons,
                 "rank": rank_of.get(i),
             }
@@ -385,6 +554,11 @@ def against_baseline(
         "se_difference": pl.Float64,
         "sigma": pl.Float64,
         "dominant_difference": pl.String,
+        "pairs": pl.Int64,
+        "diff_ci_low": pl.Float64,
+        "diff_ci_high": pl.Float64,
+        "mde": pl.Float64,
+        "seeds_needed": pl.Int64,
         **({"horizon_ratio": pl.Float64, "like_for_like": pl.Boolean} if horizon else {}),
         "rank": pl.Int64,
     }

@@ -5,6 +5,7 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -259,6 +260,9 @@ def report(
     against_published: Annotated[
         bool, typer.Option("--against-published", help="Add the published ablation deltas for the same choices.")
     ] = False,
+    effect: Annotated[
+        float, typer.Option("--effect", help="Effect size in points for the seeds-needed column of ties.")
+    ] = 5.0,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
@@ -268,9 +272,12 @@ def report(
     """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
     from analysis.report import build_report
 
+    if not (math.isfinite(effect) and effect > 0):
+        raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
     try:
         made = build_report(
-            experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri
+            experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
+            effect=effect,
         )
     except ValueError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
         raise fail(str(exc)) from exc

@@ -140,13 +140,26 @@ def test_means_ses_and_differences_match_hand_computation(made: rp.Report) -> No
     assert b["difference"] == pytest.approx(22.0)
     assert b["se_difference"] == pytest.approx(math.sqrt(100 / 3 + 14.72))
     assert b["sigma"] == pytest.approx(22.0 / math.sqrt(100 / 3 + 14.72))  # 3.17
+    # B and D share only two seeds with A, too few to pair: their SEs combine the two means' SEs
+    assert (b["dominant_difference"], b["pairs"]) == ("seeds", 0)
     # C: 40, 44, 48 -> mean 44; V_bin = (48 + 49.28 + 49.92) / 9 = 16.36 > V_seed = 16 / 3
     assert c["se"] == pytest.approx(math.sqrt(147.2 / 9))
-    assert c["sigma"] == pytest.approx(-16.0 / math.sqrt(100 / 3 + 147.2 / 9))  # -2.27
+    # C shares all three seeds with A: paired differences -10, -16, -22 -> mean -16, s_d = 6, se = 6 / sqrt(3)
+    # (unpaired it would be sqrt(100 / 3 + 147.2 / 9) = 7.05, sigma -2.27)
+    assert (c["dominant_difference"], c["pairs"]) == ("paired", 3)
+    assert c["difference"] == pytest.approx(-16.0)
+    assert c["se_difference"] == pytest.approx(6 / math.sqrt(3))
+    assert c["sigma"] == pytest.approx(-16.0 / (6 / math.sqrt(3)))  # -4.62
+    assert c["diff_ci_low"] <= -16.0 <= c["diff_ci_high"] and c["diff_ci_low"] >= -22 and c["diff_ci_high"] <= -10
+    # IQM of three values is their mean; the bootstrap interval of A's mean lies within its seeds
+    assert a["iqm"] == pytest.approx(60.0) and 50 <= a["ci_low"] < 60 < a["ci_high"] <= 70
     # D: 70, 74 finished, the third FAILED -> counted as unfinished, not as a seed nor as missing
     assert (d["mean"], d["seeds"], d["missing"], d["unfinished"]) == (pytest.approx(72.0), 2, 0, 1)
     assert d["se"] == pytest.approx(math.sqrt((42 + 38.48) / 4))
     assert d["sigma"] == pytest.approx(12.0 / math.sqrt(100 / 3 + 20.12))  # 1.64
+    # a tie: MDE = 2 se = 14.62; per-seed SD s = se sqrt(2) = 10.34 -> (2 s / 5)^2 = 17.1 -> 18 seeds for 5 pts
+    assert d["mde"] == pytest.approx(2 * math.sqrt(100 / 3 + 20.12))
+    assert d["seeds_needed"] == 18
     # single-window: A's three seeds agree, so the binomial floor is the whole SE: sqrt(3 * 48 / 9) = 4
     sw = _row(t, A, "single_window")
     assert (sw["mean"], sw["se"], sw["dominant"]) == (pytest.approx(40.0), pytest.approx(4.0), "binomial")
@@ -238,6 +251,8 @@ def test_cli_report_and_baseline(built: Built, tmp_path: Path) -> None:
         (["nope"], "experiment 'nope' does not exist"),
         (["all-failed"], "has no finished runs (1 FAILED)"),
         (["toy", "--baseline", "estimator=grpo"], f"choose one of the variants: {A}, {B}, {C}, {D}"),
+        (["toy", "--effect", "0"], "`--effect=0.0` is invalid; choose an effect size > 0 points"),
+        (["toy", "--effect", "nan"], "`--effect=nan` is invalid"),
     ],
 )
 def test_cli_bad_input_exits_2(built: Built, tmp_path: Path, args: list[str], message: str) -> None:

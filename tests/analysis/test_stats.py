@@ -216,3 +216,76 @@ def test_against_baseline_difference_like_for_like_and_rank() -> None:
         stats.against_baseline(s, "nope", variant="variant")
     with pytest.raises(ValueError, match="missing"):
         stats.variant_summary(_runs(), variant="cell", rate="success", episodes="episodes")
+
+
+# ------------------------------------------------------------------ paired differences and power
+def test_paired_difference_by_hand():
+    # d = 5, 8, -1, 10 -> mean 5.5; s_d^2 = ((-0.5)^2 + 2.5^2 + 6.5^2 + 4.5^2) / 3 = 23 -> se = sqrt(23 / 4)
+    d = stats.paired_difference([50, 60, 55, 70], [45, 52, 56, 60])
+    assert d.difference == pytest.approx(5.5)
+    assert d.se == pytest.approx(math.sqrt(23 / 4))
+    assert d.dominant == "paired" and d.sigma == pytest.approx(5.5 / math.sqrt(23 / 4))
+
+
+def test_pairing_removes_a_shared_seed_effect():
+    # per-seed levels vary a lot (shared by both arms), the treatment adds 3 +- 1: paired beats unpaired
+    base = np.array([20.0, 60.0, 35.0, 80.0, 50.0])
+    treat = base + np.array([3.0, 2.0, 4.0, 3.0, 3.0])
+    paired = stats.paired_difference(treat, base)
+    unpaired = stats.difference(stats.mean_se(treat), stats.mean_se(base))
+    assert paired.difference == pytest.approx(unpaired.difference) == pytest.approx(3.0)
+    assert paired.se < unpaired.se / 10
+
+
+@pytest.mark.parametrize(
+    ("t", "b", "match"),
+    [([1, 2], [1, 2], "too few"), ([1, 2, 3], [1, 2], "aligned by seed"), ([1, math.nan, 3], [1, 2, 3], "finite")],
+)
+def test_paired_difference_bad_input(t, b, match):
+    with pytest.raises(ValueError, match=match):
+        stats.paired_difference(t, b)
+
+
+def test_minimum_detectable_effect_and_seeds_needed_by_hand():
+    assert stats.min_detectable_effect(3.0) == 6.0
+    # se 3 over 4 seeds -> per-seed s = 6; a 5-point effect clears 2 sigma at n = (2 * 6 / 5)^2 = 5.76 -> 6
+    assert stats.seeds_needed(3.0, 4, 5.0) == 6
+    # the science notes' example: s = 6, 5 points -> about 6 seeds
+    assert stats.seeds_needed(6.0, 1, 5.0) == 6
+    assert stats.seeds_needed(3.0, 4, 10.0) == 2  # never fewer than two
+    assert stats.seeds_needed(math.nan, 4, 5.0) is None
+    with pytest.raises(ValueError, match="effect"):
+        stats.seeds_needed(3.0, 4, 0.0)
+
+
+def test_iqm_trims_a_quarter_from_each_end():
+    assert stats.iqm([1, 2, 3, 4, 100]) == 3.0  # int(1.25) = 1 value cut from each end
+    assert stats.iqm([10, 20, 30]) == 20.0  # three values: nothing cut
+    x = np.arange(8.0)
+    assert stats.iqm(x) == pytest.approx(np.mean(x[2:6]))
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    for n in (4, 5, 9, 16):
+        v = rng.normal(size=n)
+        assert stats.iqm(v) == pytest.approx(scipy_stats.trim_mean(v, 0.25))
+
+
+def test_bootstrap_interval_is_deterministic_and_stratified():
+    x = [50.0, 52.0, 61.0, 70.0, 48.0, 55.0]
+    low, high = stats.bootstrap_ci(x)
+    assert (low, high) == stats.bootstrap_ci(x)
+    assert min(x) <= low < np.mean(x) < high <= max(x)
+    assert stats.bootstrap_ci([42.0]) == (42.0, 42.0)
+    # two strata whose levels differ: resampling within strata keeps one value from each, so every
+    # resampled mean lies between the strata means' extremes
+    strat = stats.bootstrap_ci([0.0, 2.0, 100.0, 102.0], strata=["a", "a", "b", "b"])
+    assert 50.0 <= strat[0] <= strat[1] <= 52.0
+    with pytest.raises(ValueError, match="strata"):
+        stats.bootstrap_ci([1.0, 2.0], strata=["a"])
+
+
+def test_ranks_use_paired_ses_where_given():
+    means, ses = [50.0, 53.0], [2.0, 2.0]  # unpaired: 3 / 2.83 = 1.06 sigma, a tie
+    assert stats.rank_with_ties(means, ses).tolist() == [1, 1]
+    paired = np.array([[np.nan, 1.0], [1.0, np.nan]])  # paired: 3 sigma
+    assert stats.rank_with_ties(means, ses, pair_se=paired).tolist() == [2, 1]
