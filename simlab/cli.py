@@ -65,6 +65,15 @@ def audit(
     except (AuditDataError, OutputDirError) as exc:
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
+def _json_safe(value: Any) -> Any:
+    """NaN as null, at any depth: JSON has no NaN, and a reader must not have to know Python's spelling."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
 @app.command()
 def inspect(
     task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
@@ -144,8 +153,7 @@ def inspect(
     finally:
         bar.close()
     if as_json:
-        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
-        typer.echo(json.dumps(clean, indent=2))
+        typer.echo(json.dumps(_json_safe(stats), indent=2))
     else:
         who = f"agent={agent}" + (f" q={quality}" if agent == "scripted" else "")
         typer.echo(format_stats(stats, f"{task} | {who} | trigger={stats['trigger']}"))

@@ -422,6 +422,8 @@ class Trainer:
         out = {f"health/{k}": v for k, v in credit.health.summary(batch, opts).items()}
         if batch.values is not None:  # a GAE run: its advantages against the concatenated reference
             out.update(credit.health.advantage_error(batch, adv, **t.estimator_options()))
+        else:  # a group run: its advantages against rollout-group statistics (SUPO eq. 3)
+            out.update(credit.health.group_advantage_gap(batch, adv, **t.estimator_options()))
         return out
 
 

@@ -127,6 +127,22 @@ def first_segment_weight(
     return out
 
 
+def group_advantage_gap(batch: SegmentBatch, adv: FloatArray, **group_options: Any) -> dict[str, float]:
+    """How far a group estimator's advantages ``adv`` are from ``rollout_group``'s on the same batch.
+
+    ``{"adv_error/rollout_group/rel_l2": ||A - A_rg|| / ||A_rg||}`` over real tokens. 0 for rollout_group
+    itself, and for trajectory_group whenever K is constant inside every group (the two coincide, Block 1);
+    NaN when the reference is all zeros (every group's rewards tied).
+    """
+    from simlab.credit.estimators import advantages
+
+    ref = advantages(batch, "rollout_group", **group_options)
+    mask = batch.token_mask
+    norm = float(np.linalg.norm(ref[mask]))
+    gap = float(np.linalg.norm(adv[mask] - ref[mask])) / norm if norm > 0 else float("nan")
+    return {"adv_error/rollout_group/rel_l2": gap}
+
+
 def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) -> dict[str, float]:
     """How far advantages ``adv`` are from the ``gae_concat`` reference with the same critic.
 

@@ -18,6 +18,13 @@ def corr(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+def cluster_se(values: np.ndarray, groups: np.ndarray) -> float:
+    """SE of the mean of ``values`` when the rollouts of a group share one instance: the SD of the group
+    means over sqrt(number of groups), so G rollouts of one prompt count as one draw of the instance."""
+    means = np.bincount(groups, weights=values)[np.unique(groups)] / np.bincount(groups)[np.unique(groups)]
+    return float(means.std(ddof=1) / math.sqrt(means.size)) if means.size > 1 else math.nan
+
+
 def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
     """Success, segment counts, compaction and overlong rates, corr(segments, reward), working context,
     effective horizon and throughput over one or more batches run with the same config."""
@@ -39,7 +46,7 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
     return {
         "rollouts": n,
         "success_rate": float(reward.mean()),
-        "success_se": float(reward.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+        "success_se": cluster_se(reward, groups),
         "segments_distribution": {int(k): int(v) for k, v in sorted(Counter(segs.tolist()).items())},
         "mean_segments": float(segs.mean()),
         "compaction_rate": float((segs > 1).mean()),
@@ -76,7 +83,8 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
     s = stats
     lines = [
         title,
-        f"  success          {s['success_rate']:.3f} ± {s['success_se']:.3f}  ({s['rollouts']} rollouts)",
+        f"  success          {s['success_rate']:.3f} ± {s['success_se']:.3f}  ({s['rollouts']} rollouts, "
+        f"{s['rollouts'] // s['group_size']} prompts; SE over prompts)",
         f"  segments         mean {s['mean_segments']:.2f}  distribution {{{dist}}}",
         f"  compaction rate  {s['compaction_rate']:.3f}  (mean {s['mean_compactions']:.2f} per rollout)",
         f"  overlong rate    {s['overlong_rate']:.3f}  {s['overlong_reasons'] or ''}",

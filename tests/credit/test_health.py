@@ -77,3 +77,18 @@ def test_every_rollout_compacting_still_separates_the_longer_ones():
     loss_share, token_share = health.compacting_shares(
         SegmentBatch.from_rollouts([[10, 10], [5, 5, 5, 5]], [0.0, 1.0]), "segment")
     assert loss_share == pytest.approx(4 / 6) and token_share == pytest.approx(20 / 40)
+
+
+def test_group_advantage_gap_is_zero_when_the_estimators_coincide():
+    from simlab import advantages
+
+    equal_k = grouped([2, 2, 2, 2], [0, 0, 1, 1], [0, 0, 0, 0])
+    adv = advantages(equal_k, "trajectory_group")
+    assert health.group_advantage_gap(equal_k, adv)["adv_error/rollout_group/rel_l2"] == pytest.approx(0.0)
+    # Block 1's asymmetric case: rollout-group +-1, trajectory-group -2 / +0.5 on every token
+    b = grouped([1, 1, 4, 4], [0, 0, 1, 1], [0, 0, 0, 0])
+    gap = health.group_advantage_gap(b, advantages(b, "trajectory_group"))["adv_error/rollout_group/rel_l2"]
+    # per token: rollouts 0, 1 have 3 tokens at -2 (ref -1), rollouts 2, 3 have 12 at 0.5 (ref 1)
+    num = math.sqrt(6 * 1.0**2 + 24 * 0.5**2)
+    den = math.sqrt(6 * 1.0 + 24 * 1.0)
+    assert gap == pytest.approx(num / den)

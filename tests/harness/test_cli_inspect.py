@@ -90,3 +90,12 @@ def test_peekread_presets_meet_their_within_group_bounds(name: str, lo: float, h
 def test_inspect_rejects_a_group_size_that_does_not_divide_the_episodes() -> None:
     result = CliRunner().invoke(app, ["inspect", "--task", "peekread-pos", "--episodes", "20", "-G", "8"])
     assert result.exit_code == 2 and "`episodes=20` is invalid; choose a multiple of group_size=8" in result.output
+
+
+def test_success_se_counts_each_prompt_once() -> None:
+    import numpy as np
+
+    from simlab.harness.stats import cluster_se
+
+    # two prompts of two rollouts: group means 1 and 0 -> SD sqrt(0.5) over sqrt(2) prompts = 0.5
+    assert cluster_se(np.array([1.0, 1.0, 0.0, 0.0]), np.array([0, 0, 1, 1])) == 0.5
