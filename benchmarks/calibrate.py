@@ -2,9 +2,10 @@
 
 Runs ``python -m simlab.cli inspect --json`` for every preset and agent under the preset's own harness
 settings (trigger ``threshold``), plus the oracle under ``sliding`` (no summary) to show what the summary
-is worth, and prints the markdown table kept in the README's preset table. Success rates are over distinct
-instances (G = 1). The within-group columns are the scripted agent's, in groups of G = 8 rollouts per prompt: the mean in-group SD of the segment count K
-and the pooled in-group corr(K, reward), which is all a group-relative estimator can see.
+is worth, and prints the markdown table kept in the README's preset table. Success rates are over
+distinct instances (G = 1). The within-group columns are the scripted agent's, in groups of G = 8
+rollouts per prompt: the mean in-group SD of the segment count K and the pooled in-group corr(K, reward),
+which is all a group-relative estimator can see.
 
     PYTHONPATH=. python benchmarks/calibrate.py [--episodes 1024]
 """

@@ -104,7 +104,6 @@ def inspect(
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
     import json
-    import math
 
     from tqdm import tqdm
 
