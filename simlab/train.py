@@ -35,7 +35,7 @@ from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.decode import score_tokens
 from simlab.policy.device import default_device
-from simlab.policy.model import Policy, critic_from
+from simlab.policy.model import Policy, critic_from, forward_flops
 from simlab.sinks import MetricSink
 from simlab.summarisers import SUMMARISERS
 from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
@@ -143,10 +143,11 @@ def collect(
     generator: torch.Generator | None = None,
     teacher: str | None = None,
     base_path: Path | None = None,
-) -> tuple[RolloutBatch, Any, int]:
+) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
     """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
 
-    Returns the batch, the env (for its phase masks) and the tokens the policy's trunk processed.
+    Returns the batch, the env (for its phase masks) and the policy agent (its counters say what the
+    trunk processed: tokens and attended keys), or None for a teacher.
     """
     n = prompts * group_size
     env = make_env(cfg, n)
@@ -154,12 +155,12 @@ def collect(
     if teacher is not None:
         rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,
                           quality=cfg.base.quality)
-        return rb, env, 0
+        return rb, env, None
     assert policy is not None
     policy.eval()
     agent = PolicyAgent(policy, n, temperature=cfg.train.temperature, greedy=greedy, generator=generator)
     rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen)
-    return rb, env, agent.prefilled_tokens
+    return rb, env, agent
 
 
 def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
@@ -175,7 +176,20 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
         f"{prefix}/compaction_rate": float(compacted.mean()),
     }
     out[f"{prefix}/summarised_success"] = float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan
+    written = sum(r.summaries for r in rb.rollouts)
+    held = sum(r.summaries_with_answer for r in rb.rollouts)
+    out[f"{prefix}/summary_holds_answer"] = held / written if written else math.nan
     return out
+
+
+def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, float]:
+    """What the trunk spent per episode: tokens processed, keys attended, forward MFLOPs."""
+    tokens, keys = agent.prefilled_tokens / episodes, agent.attended_keys / episodes
+    return {
+        f"{prefix}/tokens_per_episode": tokens,
+        f"{prefix}/keys_per_episode": keys,
+        f"{prefix}/mflops_per_episode": forward_flops(agent.policy, tokens, keys) / 1e6,
+    }
 
 
 def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> dict[str, float]:
@@ -186,9 +200,11 @@ def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> d
         configs.append(("eval/single_window", cfg.harness.replace(trigger="none")))
     gen = torch.Generator(device=policy.device).manual_seed(cfg.eval.seed)
     for prefix, harness in configs:
-        rb, _, _ = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
-                           seed=cfg.eval.seed, generator=gen, base_path=base_path)
+        rb, _, agent = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
+                               seed=cfg.eval.seed, generator=gen, base_path=base_path)
         out.update(rollout_metrics(rb, prefix))
+        assert agent is not None
+        out.update(cost_metrics(agent, cfg.eval.episodes, prefix))
     return out
 
 
@@ -276,7 +292,7 @@ class Trainer:
         rng = np.random.default_rng([self.cfg.seed, step, int(pretrain)])
         return int(rng.integers(0, self.cfg.eval.seed - self.cfg.train.prompts))
 
-    def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, int]:
+    def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
@@ -373,7 +389,9 @@ class Trainer:
     def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
         t = self.cfg.train
         t0 = time.perf_counter()
-        rb, env, trunk_tokens = self.rollout(step, pretrain=not policy_update)
+        rb, env, agent = self.rollout(step, pretrain=not policy_update)
+        assert agent is not None
+        trunk_tokens = agent.prefilled_tokens
         t1 = time.perf_counter()
         t_roll = t1 - t0  # the update's clock starts here: batching, critic values and credit are its cost
         table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)

@@ -81,6 +81,11 @@ class RolloutRecord:
     """Working context (conditioning + generated tokens) at every generation, in order."""
     step_context: IntArray
     """Context length right after each env step (before any compaction)."""
+    summaries: int = 0
+    """Summaries written for it (by the agent or a frozen summariser)."""
+    summaries_with_answer: int = 0
+    """Of those, how many contain the episode's answer token: a ground-truth check of summary quality
+    for tasks whose answer is a stated token (KeyRecall, PeekRead); 0 for envs without instances."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,8 @@ class _Rollout:
         "step_context",
         "step_starts",
         "steps",
+        "summaries",
+        "summaries_with_answer",
         "values",
     )
 
@@ -172,6 +179,8 @@ class _Rollout:
         self.seg_steps = 0
         self.segment_id = -1
         self.appended = 0
+        self.summaries = 0
+        self.summaries_with_answer = 0
         self.start_segment(prompt)
 
     def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:
@@ -225,6 +234,15 @@ class _Rollout:
         """The whole atomic steps in the context, up to ``end`` (default: its end)."""
         bounds = [*self.step_starts, len(self.ctx) if end is None else end]
         return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _answers(env: Any) -> IntArray | None:
+    """Each env's current answer token, for simlab tasks (their instances are known); else None.
+
+    Read while a summary is written: the episode is still running, so the env has not reset it yet.
+    """
+    inst = getattr(env, "instances", None)
+    return None if inst is None else np.asarray(inst.answer)
 
 
 def _strip(obs: IntArray) -> list[int]:
@@ -364,7 +382,10 @@ def run_rollouts(
                 writer,
                 "summariser",
             )
+            answers = _answers(env)
             for r, i in enumerate(summarise):
+                rolls[i].summaries += 1
+                rolls[i].summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
                 own = writer_is_actor
                 summaries[i] = (
                     toks[r].tolist(),
@@ -534,6 +555,8 @@ def _assemble(
                 overlong=ro.overlong,
                 steps=ro.steps,
                 compactions=ro.compactions,
+                summaries=ro.summaries,
+                summaries_with_answer=ro.summaries_with_answer,
                 tokens=ro.appended,
                 segment_rows=(start, len(segments)),
                 segment_optimised=tuple(counts[-1]),

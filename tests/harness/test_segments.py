@@ -142,3 +142,19 @@ def test_segment_ids_mark_where_a_cache_must_be_rebuilt() -> None:
     rec = Recorder(make_agent("oracle", env))
     rb = run_rollouts(env, rec, HarnessConfig(window=96, summary_tokens=4, discard=False, max_compactions=8))
     assert rec.new_segments == sum(r.compactions for r in rb.rollouts) > 0
+
+
+def test_summaries_are_checked_against_the_answer():
+    import gymnasium
+
+    from simlab.harness import HarnessConfig, run_rollouts
+
+    env = gymnasium.make_vec("simlab/PeekRead-v0", num_envs=32, read_payoff=0.0, hard_frac=0.0)
+    cfg = HarnessConfig(window=56, summary_tokens=2, max_compactions=4, max_steps=16)
+    oracle = run_rollouts(env, "oracle", cfg, seed=0, group_size=1)
+    assert all(r.summaries == r.compactions for r in oracle.rollouts)  # every compaction writes one
+    written = sum(r.summaries for r in oracle.rollouts)
+    assert written > 0 and sum(r.summaries_with_answer for r in oracle.rollouts) == written
+    rand = run_rollouts(env, "random", cfg, seed=0, group_size=1)
+    held = sum(r.summaries_with_answer for r in rand.rollouts) / max(sum(r.summaries for r in rand.rollouts), 1)
+    assert held < 0.9  # random summaries seldom hold the value
