@@ -5,6 +5,7 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -69,6 +70,8 @@ def _json_safe(value: Any) -> Any:
     """NaN as null, at any depth: JSON has no NaN, and a reader must not have to know Python's spelling."""
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
@@ -103,7 +106,6 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
-    import json
 
     from tqdm import tqdm
 
@@ -293,6 +295,42 @@ def report(
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
+
+
+@app.command()
+def findings(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON records.")] = False,
+    export: Annotated[
+        bool, typer.Option("--export", help="Write each finished sweep's per-run table to analysis/findings/.")
+    ] = False,
+    source: Annotated[
+        str, typer.Option("--source", help="Where runs come from: auto (the store, else the exports), store, exports.")
+    ] = "auto",
+    specs: Annotated[
+        Path | None, typer.Option("--specs", help="Folder of findings specs (default: sweeps/findings).")
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                                            "else sqlite:///<repo>/mlruns/mlflow.db)."),
+    ] = None,
+) -> None:
+    """Each published credit-assignment finding beside simlab's paired difference, control and verdict."""
+    from analysis import findings as fd
+
+    if source not in ("auto", "store", "exports"):
+        raise fail(f"`--source={source!r}` is invalid; choose one of 'auto', 'store', 'exports'")
+    if specs is not None and not specs.is_dir():
+        raise fail(f"`--specs={str(specs)!r}` is invalid; choose an existing folder of findings specs")
+    try:
+        rows = fd.load_rows(specs or fd.SPEC_DIR)
+        if export:
+            for path in fd.export(rows, tracking_uri=tracking_uri):
+                typer.echo(f"exported {path}", err=True)
+        found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
+    except ValueError as exc:  # FindingsError, a malformed --tracking-uri
+        raise fail(str(exc)) from exc
+    typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
 
 
 @app.command()

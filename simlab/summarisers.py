@@ -4,7 +4,8 @@
               the summary tokens, the learned bottleneck
     frozen    a separate frozen policy checkpoint (ReSum's ReSumTool); by default a frozen copy of the
               run's base checkpoint, or ``train.summariser_checkpoint``
-    scripted  the scripted reference agent at quality ``base.quality`` (a frozen, imperfect summariser)
+    scripted  the scripted reference agent at quality ``harness.summariser_quality`` (default
+              ``base.quality``): a frozen, imperfect summariser
     oracle    the oracle: perfect summaries, the ceiling of the summariser-swap experiment
     none      compaction drops history without a summary
 
@@ -37,7 +38,8 @@ def _harness_decides(cfg: RunConfig, env: Any, *, seed: int, base_path: Path | N
 
 def _reference(name: str) -> SummariserFactory:
     def build(cfg: RunConfig, env: Any, *, seed: int, base_path: Path | None) -> Agent | None:
-        return make_agent(name, env, seed=seed, quality=cfg.base.quality)
+        quality = cfg.harness.summariser_quality
+        return make_agent(name, env, seed=seed, quality=cfg.base.quality if quality is None else quality)
 
     return build
 

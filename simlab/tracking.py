@@ -244,6 +244,22 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
             return str(found.experiment_id), runs
 
 
+def metric_histories(store: Store, run_ids: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, list[float]]]:
+    """run_id -> key -> the metric's values in step order (the last write of a step wins), for each run
+    and key that has any. One ``get_metric_history`` per run and key."""
+    client = store.client()
+    out: dict[str, dict[str, list[float]]] = {}
+    for run_id in run_ids:
+        for key in keys:
+            by_step: dict[int, tuple[int, float]] = {}
+            for m in client.get_metric_history(run_id, key):
+                if m.step not in by_step or m.timestamp >= by_step[m.step][0]:
+                    by_step[m.step] = (m.timestamp, float(m.value))
+            if by_step:
+                out.setdefault(run_id, {})[key] = [by_step[s][1] for s in sorted(by_step)]
+    return out
+
+
 def log_artifacts(store: Store, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
     """Attach files (a report's tables and figures) to an existing run, e.g. a sweep's parent run."""
     client = store.client()

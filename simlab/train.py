@@ -174,6 +174,7 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
         f"{prefix}/overlong_rate": float(1.0 - finished.mean()),
         f"{prefix}/segments_mean": float(segments.mean()),
         f"{prefix}/compaction_rate": float(compacted.mean()),
+        f"{prefix}/steps": float(np.mean([r.steps for r in rb.rollouts])),
     }
     out[f"{prefix}/summarised_success"] = float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan
     written = sum(r.summaries for r in rb.rollouts)

@@ -41,6 +41,9 @@ class HarnessConfig:
     summary) or a reference agent's name (a separate frozen summariser, e.g. ``oracle``)."""
     v_sum: str = "v1"
     """Version of the summarisation instruction; stored with every rollout batch."""
+    summariser_quality: float | None = None
+    """Quality q of a ``scripted`` frozen summariser (the summariser-swap experiment); ``None``: the base
+    model's teacher quality ``base.quality``, so swapping the summariser does not change the base model."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -86,6 +89,8 @@ class HarnessConfig:
                     f"'none', 'frozen' (a frozen policy checkpoint) or one of {AGENTS.choices()}"
                 ) from None
         check_choice(f"{prefix}.v_sum", self.v_sum, vocab.V_SUM_VERSIONS)
+        if self.summariser_quality is not None:
+            check_float(f"{prefix}.summariser_quality", self.summariser_quality, 0.0, 1.0)
 
     def check_fits(self, prompt_tokens: int, step_tokens: int, prefix: str = "harness") -> None:
         """The window (and L, for length triggers) must hold the prompt, a summary and one step."""

@@ -33,7 +33,10 @@ TOP_KEYS = (
     "objective",
     "pruner",
     "baseline",
+    "findings",
 )
+"""Top-level keys of a spec. ``findings`` (pre-registered finding rows, ``sweeps/findings/``) is read by
+``simlab findings`` (:mod:`analysis.findings`, which validates it); the runner ignores it."""
 BASE_KEYS = ("preset", "recipe", "overrides")
 SAMPLERS = ("grid", "tpe")
 DIRECTIONS = ("maximize", "minimize")

@@ -89,6 +89,8 @@ def test_overrides_parse_like_toml():
         ({"harness": {"frac": 0}}, r"`harness.frac=0` is invalid"),
         ({"harness": {"window": 16, "t_comp": 3}}, r"`harness.window=16` is invalid; it cannot hold the prompt"),
         ({"harness": {"summariser": "gpt"}}, r"`harness.summariser='gpt'` is invalid"),
+        ({"harness": {"summariser_quality": 1.5}},
+         r"`harness.summariser_quality=1.5` is invalid; choose a value in \[0, 1\]"),
         ({"policy": {"vocab_size": 99}}, r"`policy.vocab_size` is set by the task"),
         ({"policy": {"n_head": 5}}, r"`policy.n_head=5` is invalid"),
         ({"policy": {"max_len": 50}}, r"`policy.max_len=50` is invalid"),
