@@ -342,8 +342,10 @@ def mechanism_values(row: FindingRow, frame: pl.DataFrame) -> list[dict[str, Any
     out = []
     for m in row.mechanism:
         entry: dict[str, Any] = {"label": m.label, "metric": m.metric}
+        name = column(m.metric, m.reduce)
         for arm in ("treatment", "baseline"):
-            values = arm_runs(frame, row.arms[arm]).get_column(column(m.metric, m.reduce)).drop_nulls().to_numpy()
+            runs = arm_runs(frame, row.arms[arm])
+            values = runs.get_column(name).drop_nulls().to_numpy() if name in runs.columns else np.array([])
             values = values[np.isfinite(values)] if values.size else values
             est = stats.mean_se(values * scale(m.metric)) if values.size else None
             entry[arm] = None if est is None else est.mean
