@@ -42,7 +42,7 @@ REDUCES = ("final", "first", "mean")
 STATISTICS = ("final", "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
 ROW_KEYS = (
-    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", *ARMS,
+    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", "note", *ARMS,
 )
 Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "not run"]
 
@@ -81,6 +81,8 @@ class FindingRow:
     against ``x`` across the arm's runs (one per variant)."""
     x: str | None = None
     mechanism: tuple[Mechanism, ...] = field(default_factory=tuple)
+    note: str = ""
+    """What a reader must know beside the verdict (added after a run: say when and why)."""
 
     @property
     def sign(self) -> float | None:
@@ -155,7 +157,7 @@ def parse_rows(path: Path) -> list[FindingRow]:
             id=row["id"], finding=row["finding"], spec=spec, spec_path=path, metric=row["metric"],
             arms={arm: _selector(path, f"{where}.{arm}", row.get(arm)) for arm in ARMS},
             published=row.get("published"), source=str(row.get("source", "")), direction=row.get("direction"),
-            statistic=statistic, x=row.get("x"),
+            statistic=statistic, x=row.get("x"), note=str(row.get("note", "")),
             mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
         ))
     return out
@@ -357,7 +359,8 @@ def mechanism_values(row: FindingRow, frame: pl.DataFrame) -> list[dict[str, Any
 def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> dict[str, Any]:
     """One row of the findings table, as a plain dict (what ``--json`` writes)."""
     base = {"id": row.id, "finding": row.finding, "spec": row.spec, "published": row.published,
-            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source}
+            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source,
+            "note": row.note}
     if frame is None or frame.height == 0:
         return base | {"verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
     seeds = {arm: per_seed(row, frame, arm) for arm in ARMS}
@@ -443,7 +446,7 @@ def to_markdown(found: Findings) -> str:
                "Mechanism (treatment vs baseline)", "Verdict"]
     rows = [
         [r["id"], r["finding"], _num(r["published"], "+.1f"), _diff(r), _diff(r, "control_"), _mech(r),
-         f"{r['verdict']} ({r['reason']})"]
+         f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "")]
         for r in found.rows
     ]
     where = ", ".join(f"{spec}: {src}" for spec, src in found.sources.items())

@@ -67,12 +67,13 @@ def audit(
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
 def _json_safe(value: Any) -> Any:
-    """NaN as null, at any depth: JSON has no NaN, and a reader must not have to know Python's spelling."""
+    """NaN and infinities as null, at any depth: JSON has neither, and a reader must not have to know
+    Python's spelling."""
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_json_safe(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
