@@ -208,6 +208,12 @@ class BaseConfig:
         _check_bool(f"{prefix}.cache", self.cache)
 
 
+RUN_EVAL_SEEDS = 1_000_000
+"""Where per-run held-out sets start (``eval.seed = "run"``); training instances stay below it."""
+EVAL_SEED_STRIDE = 100_000
+"""Distance between the held-out sets of consecutive run seeds."""
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """Evaluation on held-out seeds, in both configurations (compacted and single-window)."""
@@ -216,15 +222,20 @@ class EvalConfig:
     """Evaluate every this many RL steps (and before the first and after the last)."""
     episodes: int = 128
     """Held-out rollouts per configuration."""
-    seed: int = 1_000_000
-    """First held-out instance seed; training seeds stay below it."""
+    seed: int | str = 1_000_000
+    """First held-out instance seed; training seeds stay below it. ``"run"``: a held-out set per run seed
+    (from ``RUN_EVAL_SEEDS`` on, ``EVAL_SEED_STRIDE`` apart), for statistics over instances; arms that share
+    a seed still share their instances."""
     single_window: bool = True
     """Also evaluate with compaction disabled (trigger ``none``); the seed warns the two diverge."""
 
     def validate(self, prefix: str = "eval") -> None:
         check_int(f"{prefix}.every", self.every, 1)
         check_int(f"{prefix}.episodes", self.episodes, 1)
-        check_int(f"{prefix}.seed", self.seed, 0)
+        if self.seed != "run":
+            if isinstance(self.seed, str):
+                raise ConfigError(f"`{prefix}.seed={self.seed!r}` is invalid; choose an integer >= 1 or 'run'")
+            check_int(f"{prefix}.seed", self.seed, 1)
         _check_bool(f"{prefix}.single_window", self.single_window)
 
 
@@ -266,6 +277,16 @@ class RunConfig:
         if self.base.compact_demos:
             settings["trigger"] = "policy"
         return settings
+
+    @property
+    def eval_seed(self) -> int:
+        """The first held-out instance seed: ``eval.seed``, or the run seed's own set when it is ``"run"``."""
+        return RUN_EVAL_SEEDS + self.seed * EVAL_SEED_STRIDE if self.eval.seed == "run" else int(self.eval.seed)
+
+    @property
+    def train_seed_limit(self) -> int:
+        """Training and behaviour-cloning instance seeds stay below this, so no held-out instance is trained on."""
+        return RUN_EVAL_SEEDS if self.eval.seed == "run" else int(self.eval.seed)
 
     @property
     def base_seed(self) -> int:
@@ -381,7 +402,7 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
     check_int("seed", seed, 0)
     device = nested.get("device", "auto")
     check_choice("device", device, ("auto", "cpu", "cuda"))
-    return RunConfig(
+    cfg = RunConfig(
         preset=preset.name,
         env_id=preset.env_id,
         task=task_cfg,
@@ -393,6 +414,11 @@ def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
         seed=seed,
         device=device,
     )
+    need = max(cfg.train.prompts, cfg.base.episodes)
+    if cfg.train_seed_limit <= need:  # training instances are drawn from [0, eval.seed - batch)
+        raise ConfigError(f"`eval.seed={cfg.eval.seed!r}` is invalid; held-out seeds start above the training "
+                          f"instances, so choose an integer > {need} (train.prompts, base.episodes) or 'run'")
+    return cfg
 
 
 def parse_value(text: str) -> Any:

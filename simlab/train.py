@@ -199,10 +199,10 @@ def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> d
     configs = [("eval/compacted", cfg.harness)]
     if cfg.eval.single_window:
         configs.append(("eval/single_window", cfg.harness.replace(trigger="none")))
-    gen = torch.Generator(device=policy.device).manual_seed(cfg.eval.seed)
+    gen = torch.Generator(device=policy.device).manual_seed(cfg.eval_seed)
     for prefix, harness in configs:
         rb, _, agent = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
-                               seed=cfg.eval.seed, generator=gen, base_path=base_path)
+                               seed=cfg.eval_seed, generator=gen, base_path=base_path)
         out.update(rollout_metrics(rb, prefix))
         assert agent is not None
         out.update(cost_metrics(agent, cfg.eval.episodes, prefix))
@@ -216,8 +216,9 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
     rng = np.random.default_rng(cfg.base_seed + 12345)
     for step in range(cfg.base.steps):
-        rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1,
-                             seed=int(rng.integers(0, cfg.eval.seed - cfg.base.episodes)), teacher=cfg.base.teacher)
+        seed = int(rng.integers(0, cfg.train_seed_limit - cfg.base.episodes))
+        rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1, seed=seed,
+                             teacher=cfg.base.teacher)
         table = torch.from_numpy(phase_table(env, harness.trigger)).to(policy.device)
         tb = TokenBatch.from_rollouts(rb, policy.device)
         policy.train()
@@ -291,7 +292,7 @@ class Trainer:
         (value pretraining, extra draws) they do; pretraining steps draw from a stream of their own.
         """
         rng = np.random.default_rng([self.cfg.seed, step, int(pretrain)])
-        return int(rng.integers(0, self.cfg.eval.seed - self.cfg.train.prompts))
+        return int(rng.integers(0, self.cfg.train_seed_limit - self.cfg.train.prompts))
 
     def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
         t = self.cfg.train

@@ -98,6 +98,8 @@ def test_overrides_parse_like_toml():
         ({"base": {"seed": "each"}}, r"`base.seed='each'` is invalid; choose an integer >= 0 or 'run'"),
         ({"base": {"seed": -2}}, r"`base.seed=-2` is invalid; choose an integer >= 0"),
         ({"eval": {"episodes": 0}}, r"`eval.episodes=0` is invalid"),
+        ({"eval": {"seed": "each"}}, r"`eval.seed='each'` is invalid; choose an integer >= 1 or 'run'"),
+        ({"eval": {"seed": 10}}, r"`eval.seed=10` is invalid; held-out seeds start above the training instances"),
         ({"seed": -1}, r"`seed=-1` is invalid"),
         ({"device": "tpu"}, r"`device='tpu'` is invalid"),
         ({"train": 3}, r"`train=3` is invalid; it must be a table"),
@@ -114,6 +116,13 @@ def test_base_seed_is_shared_by_default_and_follows_the_run_when_asked():
     own = [resolve({"seed": s, "base": {"seed": "run"}}) for s in (0, 1)]
     assert own[0].base_key() != own[1].base_key() and own[1].base_seed == 1
     assert own[0].base_key() == shared[0].base_key()  # base seed 0 either way
+
+
+def test_eval_seed_run_gives_each_seed_its_own_held_out_set():
+    a, b = resolve({"seed": 0, "eval": {"seed": "run"}}), resolve({"seed": 1, "eval": {"seed": "run"}})
+    assert a.eval_seed != b.eval_seed and min(a.eval_seed, b.eval_seed) >= a.train_seed_limit
+    shared = resolve({"seed": 1})
+    assert shared.eval_seed == shared.eval.seed == resolve({"seed": 2}).eval_seed
 
 
 def test_bad_override_syntax():
