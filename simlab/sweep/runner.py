@@ -57,6 +57,8 @@ ATTR_CELL, ATTR_OWNER, ATTR_RUN, ATTR_FAILURE, ATTR_REASON = (
     "failure",
     "reason",
 )
+ATTR_REPLACES = "replaces"
+"""On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
 
 
 # --- where things live ---
@@ -188,10 +190,11 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
         rdb.fail_stale(study)  # stale trials go to RequeueStale
     fail_dead_owners(study, by_owner=not rdb.heartbeat_on(study._storage))
     close_orphan_runs(study, client, experiment_id)
+    # a worker records its failure kind before telling; only the heartbeat check fails without one
     return [
         t.number
         for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-        if t.number in before and t.user_attrs.get(ATTR_FAILURE) == "killed"
+        if t.number in before and t.user_attrs.get(ATTR_FAILURE, "killed") == "killed"
     ]
 
 
@@ -259,16 +262,17 @@ class RequeueStale:
         self.tracking_uri = tracking_uri
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
+        # run and to the retry (write_summary reads it back from there)
         reason = f"killed: trial {trial.number}'s worker ({_who(trial)}) stopped its heartbeat; its cell is run again"
-        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-            _mark_killed(study._storage, trial, reason)
         run_id = trial.user_attrs.get(ATTR_RUN)
         if run_id and self.tracking_uri:
             with contextlib.suppress(Exception):  # the orphan sweep in reconcile ends it otherwise
                 tracking.finish_run(tracking.Store(self.tracking_uri, None).client(), run_id, "KILLED", reason)
         if "fixed_params" in trial.system_attrs and ATTR_CELL in trial.user_attrs:
             retry = copy.deepcopy(trial)
-            retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL]}  # not the dead worker's owner and run
+            # the cell, not the dead worker's owner and run
+            retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL], ATTR_REPLACES: trial.number}
             RetryHeartbeatStaleTrialCallback()(study, retry)
 
 
@@ -716,8 +720,8 @@ def open_sweep(
     direction: Literal["minimize", "maximize"] = (
         "minimize" if spec.objective.direction == "minimize" else "maximize"
     )
-    opened = open_storage(location, heartbeat, store.tracking_uri)
-    with storage_lock(location, spec.name):
+    with storage_lock(location, spec.name):  # hosts starting at once: one creates the tables, the study
+        opened = open_storage(location, heartbeat, store.tracking_uri)
         study = optuna.create_study(
             study_name=spec.name,
             storage=opened,
@@ -879,11 +883,18 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for t in study.get_trials(deepcopy=False):
+    everything = study.get_trials(deepcopy=False)
+    replaced = {t.user_attrs[ATTR_REPLACES]: t for t in everything if ATTR_REPLACES in t.user_attrs}
+    for t in everything:
         if t.state == TrialState.WAITING:
             continue
         cell = json.loads(t.user_attrs[ATTR_CELL]) if ATTR_CELL in t.user_attrs else {"params": t.params}
         point = ",".join(f"{k}={v}" for k, v in sorted(cell.get("params", {}).items()) if k != "seed")
+        failure, reason = t.user_attrs.get(ATTR_FAILURE, ""), t.user_attrs.get(ATTR_REASON, "")
+        if t.state == TrialState.FAIL and not failure:  # failed by the heartbeat check (attrs are frozen then)
+            failure, reason = "killed", "its worker stopped its heartbeat"
+            if t.number in replaced:
+                reason += f"; its cell ran again as trial {replaced[t.number].number}"
         rows.append(
             {
                 "trial": t.number,
@@ -891,8 +902,8 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
                 "seed": cell.get("seed"),
                 "state": t.state.name,
                 "value": t.value,
-                "failure": t.user_attrs.get(ATTR_FAILURE, ""),
-                "reason": t.user_attrs.get(ATTR_REASON, ""),
+                "failure": failure,
+                "reason": reason,
                 "mlflow_run_id": t.user_attrs.get(ATTR_RUN, ""),
             }
         )
