@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,10 +128,15 @@ def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) 
             pytest.fail(f"mlflow server did not start: {(folder / 'server.log').read_text()[-3000:]}")
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         log.close()
+
+
+def stop_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM a server started with ``start_new_session=True`` and its children; SIGKILL after 20 s."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
