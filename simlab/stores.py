@@ -200,7 +200,8 @@ def check_file_target(path: Path, option: str, value: str, example: str) -> None
     """``path`` can become a file: it is not a folder, and its nearest existing folder is writable."""
     head = f"`{option}={value!r}` is invalid;"
     if path.is_dir():
-        raise StoreError(f"{head} {path} is a folder. Give a file path, e.g. {path / example}")
+        other = ", or a database URL: postgresql://USER:PASSWORD@HOST:PORT/DATABASE" if option == "--storage" else ""
+        raise StoreError(f"{head} {path} is a folder. Give a file path, e.g. {path / example}{other}")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent
