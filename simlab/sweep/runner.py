@@ -91,6 +91,7 @@ def storage_lock(location: str, name: str = "") -> Iterator[None]:
         with rdb.study_lock(location, name):
             yield
         return
+    Path(location).parent.mkdir(parents=True, exist_ok=True)
     with rdb.file_lock(location):
         yield
 
