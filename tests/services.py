@@ -104,13 +104,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``mlflow server`` with a PostgreSQL backend store and a local artifact root, on loopback; its URL."""
+def start_mlflow_server(backend: str, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``mlflow server`` on a free loopback port with ``backend`` as its store and artifacts in ``folder``."""
     from simlab import tracking
 
-    backend = postgres.database("mlflow")
-    folder: Path = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()
     cmd = [
         sys.executable, "-m", "mlflow", "server",
@@ -120,16 +117,26 @@ def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) 
         "--workers", "1",
     ]  # fmt: skip
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = (folder / "server.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    with (folder / "server.log").open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    if not tracking.wait_for_server(f"{url}/health", timeout=120, alive=lambda: proc.poll() is None):
+        stop_group(proc)
+        raise RuntimeError(f"mlflow server did not start: {(folder / 'server.log').read_text()[-3000:]}")
+    return proc, url
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``mlflow server`` with a PostgreSQL backend store and a local artifact root, on loopback; its URL."""
     try:
-        if not tracking.wait_for_server(f"{url}/health", timeout=120, alive=lambda: proc.poll() is None):
-            pytest.fail(f"mlflow server did not start: {(folder / 'server.log').read_text()[-3000:]}")
+        proc, url = start_mlflow_server(postgres.database("mlflow"), tmp_path_factory.mktemp("mlflow-server"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
         yield url
     finally:
         stop_group(proc)
-        log.close()
 
 
 def stop_group(proc: subprocess.Popen[Any]) -> None:
