@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -44,6 +45,9 @@ HOST_ENV = "SIMLAB_HOST"
 """Overrides the host name a trial's owner records (one identity per machine; tests stand in a second)."""
 FINAL_FAILURES = ("diverged",)
 """Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
+FINAL_IN_RUN = (*FINAL_FAILURES, "error")
+"""Within one run an error is final too (a deterministic one would be retried forever); the next
+``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
 CURVE_KEYS = ("eval/compacted/success", "eval/single_window/success", "eval/compacted/compaction_rate")
 """Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
 UNOWNED_GRACE_S = 120.0
@@ -173,11 +177,11 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def _done_or_busy(t: FrozenTrial) -> bool:
+def _done_or_busy(t: FrozenTrial, final: Sequence[str] = FINAL_FAILURES) -> bool:
     """Does this trial account for its cell (so the cell must not be enqueued again)?"""
     if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
         return True
-    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in FINAL_FAILURES
+    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in final
 
 
 def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]:
@@ -277,9 +281,9 @@ class RequeueStale:
             RetryHeartbeatStaleTrialCallback()(study, retry)
 
 
-def enqueue_missing(study: optuna.Study, spec: SweepSpec) -> int:
+def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
     """Enqueue every grid cell that no trial accounts for; returns how many were enqueued."""
-    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t)}
+    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t, final)}
     added = 0
     for cell in spec.cells():
         if cell.key not in have:
@@ -288,9 +292,9 @@ def enqueue_missing(study: optuna.Study, spec: SweepSpec) -> int:
     return added
 
 
-def tpe_remaining(study: optuna.Study, spec: SweepSpec) -> int:
+def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
     assert spec.n_trials is not None
-    return max(0, spec.n_trials - sum(_done_or_busy(t) for t in study.get_trials(deepcopy=False)))
+    return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
 
 
 # --- one trial, in a worker process ---
@@ -313,6 +317,8 @@ class TrialContext:
     provenance: dict[str, str] = field(default_factory=dict)
     heartbeat: int = rdb.HEARTBEAT_S
     """Seconds between Optuna heartbeats (database studies); stale after ``rdb.GRACE_FACTOR`` of them."""
+    final: tuple[str, ...] = FINAL_FAILURES
+    """Failure kinds whose cells are not run again (:data:`FINAL_IN_RUN` once a run is under way)."""
 
 
 @dataclass(frozen=True)
@@ -428,7 +434,7 @@ def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
         trial_id = claim_waiting(study)
         return None if trial_id is None else optuna.Trial(study, trial_id)
     with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
-        if tpe_remaining(study, ctx.spec) < 1:
+        if tpe_remaining(study, ctx.spec, ctx.final) < 1:
             return None
         with rdb.quiet():
             return study.ask()
@@ -660,7 +666,7 @@ class OpenSweep:
     def todo(self) -> int:
         if self.spec.sampler == "grid":
             return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-        return tpe_remaining(self.study, self.spec)
+        return tpe_remaining(self.study, self.spec, self.ctx.final)
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
         return storage_lock(self.study_store.location, self.spec.name)
@@ -670,7 +676,7 @@ class OpenSweep:
         with self.lock():
             failed = reconcile(self.study, self.client, self.ctx.experiment_id)
             if self.spec.sampler == "grid":
-                enqueue_missing(self.study, self.spec)
+                enqueue_missing(self.study, self.spec, self.ctx.final)
         return failed
 
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float) -> SweepResult:
@@ -785,6 +791,7 @@ def drain(
 ) -> None:
     """Run trials in this process until the grid is done: cells queued again after a worker died, and
     waiting while other processes (any host) finish theirs, so that a dead one's cells are not left."""
+    sweep = dataclasses.replace(sweep, ctx=dataclasses.replace(sweep.ctx, final=FINAL_IN_RUN))
     study = open_study(sweep.ctx)
     waiting_said = False
     while True:
