@@ -861,10 +861,10 @@ class Report:
 
 def default_out_dir(experiment: str, tracking_uri: str | None = None) -> Path:
     """``<store folder>/sweeps/<experiment>/report``, beside the runner's results table."""
-    from simlab import tracking
+    from simlab import stores, tracking
 
     store = tracking.resolve_store(tracking_uri)
-    base = store.local_folder or (tracking.repo_root() / "mlruns")
+    base = store.local_folder or (stores.home() / "mlruns")
     return base / "sweeps" / experiment / "report"
 
 

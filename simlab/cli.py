@@ -201,34 +201,58 @@ def train(
         typer.echo(f"{key:<40} {final[key]:.4f}")
 
 
+SpecArg = Annotated[
+    str, typer.Argument(help="Sweep spec: a TOML file, or the name of a shipped spec (quick, recipes, ...).")
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option("--storage", help="Optuna storage: a journal file path (one host) or a database URL, "
+                                   "postgresql://... for several hosts (default: mlruns/optuna-journal.log)."),
+]
+TrackingOpt = Annotated[
+    str | None,
+    typer.Option("--tracking-uri", help="MLflow tracking URI: http://HOST:PORT for a server (default: "
+                                        "$MLFLOW_TRACKING_URI, else sqlite:///<home>/mlruns/mlflow.db)."),
+]
+TrialOpt = Annotated[str, typer.Option("--trial", hidden=True, help="Trial backend as module:attribute.")]
+HeartbeatOpt = Annotated[
+    int, typer.Option("--heartbeat", help="Seconds between heartbeats of a database study; a trial without "
+                                          "one for 3 intervals is failed and its cell run again.")
+]
+
+
+def _open_spec(spec: str, storage: str | None, tracking_uri: str | None) -> Any:
+    """The spec, with both stores checked before the heavy imports (a bad store exits 2 within seconds)."""
+    from simlab import stores
+    from simlab.sweep import load_spec
+    from simlab.sweep.shipped import locate
+
+    parsed = load_spec(locate(spec))
+    stores.preflight(storage, tracking_uri, stores.home())
+    return parsed
+
+
 @app.command()
 def sweep(
-    spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML), e.g. sweeps/quick.toml.")],
+    spec: SpecArg,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (1 torch thread each).")] = 1,
-    storage: Annotated[
-        str | None,
-        typer.Option("--storage", help="Optuna storage: a journal file path or an RDB URL "
-                                       "(default: mlruns/optuna-journal.log)."),
-    ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
-                                            "else sqlite:///<repo>/mlruns/mlflow.db)."),
-    ] = None,
-    trial: Annotated[
-        str, typer.Option("--trial", hidden=True, help="Trial backend as module:attribute.")
-    ] = "simlab.sweep.backend:SIMLAB",
+    storage: StorageOpt = None,
+    tracking_uri: TrackingOpt = None,
+    trial: TrialOpt = "simlab.sweep.backend:SIMLAB",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    heartbeat: HeartbeatOpt = 10,
 ) -> None:
     """Run (or resume) a sweep: every missing grid cell x seed, trials in worker processes, runs in MLflow."""
-    from simlab.sweep import BackendError, SpecError, load_spec
-    from simlab.sweep.runner import run_sweep
+    from simlab.stores import StoreError
+    from simlab.sweep import BackendError, SpecError
 
     try:
-        parsed = load_spec(spec)
+        parsed = _open_spec(spec, storage, tracking_uri)
+        from simlab.sweep.runner import run_sweep
+
         result = run_sweep(parsed, workers=workers, storage=storage, tracking_uri=tracking_uri, backend=trial,
-                           progress=progress, echo=typer.echo)
-    except (SpecError, BackendError) as exc:
+                           progress=progress, echo=typer.echo, heartbeat=heartbeat)
+    except (SpecError, BackendError, StoreError) as exc:
         raise fail(str(exc)) from exc
     typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
     if result.table is not None:
@@ -236,6 +260,31 @@ def sweep(
     _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"browse the runs with: simlab ui{ui_hint}")
+
+
+@app.command()
+def worker(
+    spec: SpecArg,
+    storage: StorageOpt = None,
+    tracking_uri: TrackingOpt = None,
+    trial: TrialOpt = "simlab.sweep.backend:SIMLAB",
+    heartbeat: HeartbeatOpt = 10,
+) -> None:
+    """Join a sweep from any machine (creating it if new) and run its trials until every cell is finished."""
+    from simlab.stores import StoreError
+    from simlab.sweep import BackendError, SpecError
+
+    try:
+        parsed = _open_spec(spec, storage, tracking_uri)
+        from simlab.sweep.worker import run_worker
+
+        result = run_worker(parsed, storage=storage, tracking_uri=tracking_uri, backend=trial,
+                            heartbeat=heartbeat, echo=typer.echo)
+    except (SpecError, BackendError, StoreError) as exc:
+        raise fail(str(exc)) from exc
+    typer.echo(f"done: the grid is finished; this worker ran {result.ran} trial(s) in {result.wall_s:.1f} s")
+    hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
+    typer.echo(f"report: simlab report {parsed.name}{hint}")
 
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
@@ -276,7 +325,7 @@ def report(
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
-                                            "else sqlite:///<repo>/mlruns/mlflow.db)."),
+                                            "else sqlite:///<home>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
     """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""

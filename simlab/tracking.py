@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import socket
 import subprocess
 import tempfile
@@ -19,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import matplotlib
 
@@ -31,7 +29,10 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-TRACKING_ENV = "MLFLOW_TRACKING_URI"
+from simlab import stores
+from simlab.stores import TRACKING_ENV as TRACKING_ENV  # the store rules live in simlab.stores
+from simlab.stores import sqlite_path as sqlite_path
+
 MAX_METRICS_PER_BATCH = 1000
 """MLflow's limit on metrics in one ``log_batch`` call."""
 MAX_PARAMS_PER_BATCH = 100
@@ -78,35 +79,21 @@ class Store:
 
 
 def repo_root() -> Path:
-    """The checkout this simlab runs from (the folder holding ``simlab/``)."""
+    """The folder holding the ``simlab`` package (a checkout's root: its git commit is the provenance).
+
+    Never a default store: that is :func:`simlab.stores.home`.
+    """
     return Path(__file__).resolve().parent.parent
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI, else ``None``."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    # sqlite:///relative/path or sqlite:////absolute/path (SQLAlchemy), optionally with ?query
-    return Path(unquote(uri[len("sqlite:///") :].split("?", 1)[0]))
 
 
 def resolve_store(tracking_uri: str | None = None, root: Path | None = None) -> Store:
     """The store to use: ``tracking_uri`` if given, else ``$MLFLOW_TRACKING_URI``, else the embedded default.
 
-    The default is ``sqlite:///<root>/mlruns/mlflow.db`` with artifacts in ``<root>/mlruns/artifacts``,
-    always absolute: MLflow's own default lands in whatever directory the command started from.
+    The default is ``sqlite:///<root>/mlruns/mlflow.db`` with artifacts in ``<root>/mlruns/artifacts``;
+    ``root`` defaults to :func:`simlab.stores.home` (``$SIMLAB_HOME``, else the working directory).
+    Raises :class:`~simlab.stores.StoreError` for a URI MLflow cannot use (no network check here).
     """
-    uri = tracking_uri or os.environ.get(TRACKING_ENV) or None
-    if uri is None:
-        folder = (root or repo_root()).resolve() / "mlruns"
-        uri = f"sqlite:///{folder / 'mlflow.db'}"
-    elif "://" not in uri:
-        raise ValueError(
-            f"`tracking-uri={uri!r}` is invalid; give a URI such as 'sqlite:///ABS/PATH/mlflow.db' or "
-            "'http://host:5000' (MLflow 3.13+ refuses a plain file store)"
-        )
-    db = sqlite_path(uri)
-    artifact_root = (db.parent / "artifacts").as_uri() if db is not None else None
+    uri, artifact_root = stores.tracking_uri(tracking_uri, root or stores.home())
     return Store(tracking_uri=uri, artifact_root=artifact_root)
 
 

@@ -8,19 +8,22 @@ Why the runner does by hand what Optuna could do for it:
 - **Stale trials are reconciled here**: the journal storage has no heartbeat, so a trial whose process
   was killed stays RUNNING forever. Each claimed trial records its owner (host, coordinator pid and the
   pid's start time); a rerun marks trials of dead owners FAIL, their MLflow runs KILLED, and enqueues
-  their cells again. Finished trials and runs are never touched.
+  their cells again. Finished trials and runs are never touched. A database study (:mod:`.rdb`) uses
+  Optuna's heartbeat instead, which judges trials on every host.
 - **Workers are processes** (joblib/loky) with torch at one thread each: Optuna's ``n_jobs`` is threads.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import copy
+import dataclasses
 import json
 import math
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,17 +31,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import optuna
-from optuna.storages import BaseStorage, JournalStorage
+from optuna.storages import BaseStorage, JournalStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from simlab import tracking
+from simlab import stores, tracking
+from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
 from simlab.sweep.spec import Cell, SpecError, SweepSpec, probe_settings
 
-JOURNAL_NAME = "optuna-journal.log"
+JOURNAL_NAME = stores.JOURNAL_NAME
+HOST_ENV = "SIMLAB_HOST"
+"""Overrides the host name a trial's owner records (one identity per machine; tests stand in a second)."""
 FINAL_FAILURES = ("diverged",)
 """Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
+FINAL_IN_RUN = (*FINAL_FAILURES, "error")
+"""Within one run an error is final too (a deterministic one would be retried forever); the next
+``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
 CURVE_KEYS = ("eval/compacted/success", "eval/single_window/success", "eval/compacted/compaction_rate")
 """Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
 UNOWNED_GRACE_S = 120.0
@@ -52,6 +61,8 @@ ATTR_CELL, ATTR_OWNER, ATTR_RUN, ATTR_FAILURE, ATTR_REASON = (
     "failure",
     "reason",
 )
+ATTR_REPLACES = "replaces"
+"""On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
 
 
 # --- where things live ---
@@ -59,34 +70,34 @@ ATTR_CELL, ATTR_OWNER, ATTR_RUN, ATTR_FAILURE, ATTR_REASON = (
 
 def storage_location(storage: str | None, root: Path) -> str:
     """``--storage`` as given (RDB URL or journal file path), else ``<root>/mlruns/optuna-journal.log``."""
-    if storage:
-        return storage if "://" in storage else str(Path(storage).resolve())
-    return str((root / "mlruns" / JOURNAL_NAME).resolve())
+    return stores.study_store(storage, root).location
 
 
-def open_storage(location: str) -> BaseStorage:
-    """A journal file (safe for processes on one host) or an RDB URL (PostgreSQL for several hosts)."""
+def open_storage(
+    location: str, heartbeat: int = rdb.HEARTBEAT_S, tracking_uri: str | None = None
+) -> BaseStorage:
+    """A journal file (safe for processes on one host) or an RDB URL (PostgreSQL for several hosts).
+
+    An RDB storage runs Optuna's heartbeat; its stale trials go to :class:`RequeueStale`, which ends
+    their MLflow runs in ``tracking_uri``.
+    """
     if "://" in location:
-        return optuna.storages.RDBStorage(location)
+        return rdb.open_rdb(location, heartbeat=heartbeat, on_stale=RequeueStale(tracking_uri))
     Path(location).parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(location))
 
 
 @contextlib.contextmanager
-def storage_lock(location: str) -> Iterator[None]:
-    """Serialise reconcile + enqueue between ``simlab sweep`` processes sharing a journal file.
-
-    RDB storages (several hosts) get no lock here: start one coordinator per study there.
-    """
+def storage_lock(location: str, name: str = "") -> Iterator[None]:
+    """Serialise reconcile + enqueue between processes sharing a study: a file lock beside a journal
+    file, the database's lock for an RDB storage (hosts starting the same spec at once)."""
     if "://" in location:
-        yield
-        return
-    with open(f"{location}.simlab-lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
+        with rdb.study_lock(location, name):
             yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        return
+    Path(location).parent.mkdir(parents=True, exist_ok=True)
+    with rdb.file_lock(location):
+        yield
 
 
 # --- owners and liveness ---
@@ -107,14 +118,19 @@ def _process_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def host_name() -> str:
+    """This machine's identity in owner records: ``$SIMLAB_HOST``, else the host name."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
 def this_owner() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "since": time.time()}
+    return {"host": host_name(), "pid": pid, "start": _process_start(pid), "since": time.time()}
 
 
 def owner_alive(owner: dict[str, Any]) -> bool | None:
     """True/False for an owner on this host; ``None`` when it runs elsewhere (cannot tell)."""
-    if owner.get("host") != socket.gethostname():
+    if owner.get("host") != host_name():
         return None
     start = _process_start(int(owner["pid"]))
     return start is not None and (start == "" or start == owner.get("start"))
@@ -161,60 +177,113 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def _done_or_busy(t: FrozenTrial) -> bool:
+def _done_or_busy(t: FrozenTrial, final: Sequence[str] = FINAL_FAILURES) -> bool:
     """Does this trial account for its cell (so the cell must not be enqueued again)?"""
     if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
         return True
-    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in FINAL_FAILURES
+    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in final
 
 
 def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]:
-    """Mark trials of dead owners FAIL (kind ``killed``) and every orphaned RUNNING MLflow run KILLED.
+    """Mark trials whose worker died FAIL (kind ``killed``) and every orphaned RUNNING MLflow run ended.
 
-    Returns the numbers of the trials it failed.
+    A journal study judges the owners on this host; a database study asks Optuna's heartbeat, which
+    judges every host. Returns the numbers of the trials it failed.
     """
-    storage, failed = study._storage, []
-    live: set[str] = set()
-    now = time.time()
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if rdb.heartbeat_on(study._storage):
+        rdb.fail_stale(study)  # stale trials go to RequeueStale
+    fail_dead_owners(study, by_owner=not rdb.heartbeat_on(study._storage))
+    close_orphan_runs(study, client, experiment_id)
+    # a worker records its failure kind before telling; only the heartbeat check fails without one
+    return [
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+        if t.number in before and t.user_attrs.get(ATTR_FAILURE, "killed") == "killed"
+    ]
+
+
+def _mark_killed(storage: BaseStorage, trial: FrozenTrial, reason: str) -> None:
+    storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, "killed")
+    storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+
+
+def _who(trial: FrozenTrial) -> str:
+    owner = trial.user_attrs.get(ATTR_OWNER)
+    return f"pid {owner.get('worker', owner['pid'])} on {owner['host']}" if owner else "an unrecorded process"
+
+
+def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
+    """FAIL the RUNNING trials whose owner died on this host (``by_owner``), and those that never
+    recorded an owner within :data:`UNOWNED_GRACE_S` (killed between claim and record)."""
+    storage, now = study._storage, time.time()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get(ATTR_OWNER)
         if owner is None:
             started = t.datetime_start.timestamp() if t.datetime_start else now
             stale = now - started > UNOWNED_GRACE_S
         else:
-            stale = owner_alive(owner) is False
+            stale = by_owner and owner_alive(owner) is False
         if not stale:
-            live.add(str(t.number))
             continue
-        who = f"pid {owner['pid']} on {owner['host']}" if owner else "an unrecorded process"
-        reason = f"killed: the process running trial {t.number} ({who}) died; its cell is run again"
-        storage.set_trial_user_attr(t._trial_id, ATTR_FAILURE, "killed")
-        storage.set_trial_user_attr(t._trial_id, ATTR_REASON, reason)
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            _mark_killed(storage, t, f"killed: the process running trial {t.number} ({_who(t)}) died; "
+                         "its cell is run again")
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        failed.append(t.number)
-    # MLflow runs still RUNNING whose trial is not live: a worker died between Optuna's tell and closing
-    # the run (end it as the trial ended), or before either (KILLED)
-    ended = {str(t.number): t for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+
+
+def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> None:
+    """End the MLflow runs still RUNNING whose trial is not: a worker died between Optuna's tell and
+    closing the run (end it as the trial ended), or before either (KILLED)."""
+    # the runs first: a run that exists now belongs to a trial already claimed, so reading the trials
+    # second cannot mistake a trial claimed in between for a dead one
+    running = tracking.running_child_runs(client, experiment_id)
+    trials = {str(t.number): t for t in study.get_trials(deepcopy=False)}
     as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
-    for run_id, tags in tracking.running_child_runs(client, experiment_id):
+    for run_id, tags in running:
         number = tags.get(tracking.TRIAL_TAG)
-        if tags.get(tracking.SWEEP_TAG) != study.study_name or number in live:
+        trial = trials.get(str(number))
+        if tags.get(tracking.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
             continue
-        trial = ended.get(str(number))
-        if trial is not None and trial.user_attrs.get(ATTR_FAILURE) != "killed":
+        if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != "killed":
             status = as_status.get(trial.state, "KILLED")
             tracking.finish_run(client, run_id, status, trial.user_attrs.get(ATTR_REASON, ""))
         else:
             tracking.finish_run(
                 client, run_id, "KILLED", f"killed: trial {number}'s process died before it finished"
             )
-    return failed
 
 
-def enqueue_missing(study: optuna.Study, spec: SweepSpec) -> int:
+class RequeueStale:
+    """Optuna's ``heartbeat_stale_trial_callback`` for a database study: a trial's worker stopped its
+    heartbeat (killed, or its host lost), whichever host it ran on.
+
+    Records why on the trial, ends its MLflow run KILLED and, for a grid cell, queues the cell again
+    with Optuna's ``RetryHeartbeatStaleTrialCallback`` (the new trial keeps the cell's fixed parameters
+    and the retry history). A tpe trial is not replayed: a new sample takes its place.
+    """
+
+    def __init__(self, tracking_uri: str | None) -> None:
+        self.tracking_uri = tracking_uri
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
+        # run and to the retry (write_summary reads it back from there)
+        reason = f"killed: trial {trial.number}'s worker ({_who(trial)}) stopped its heartbeat; its cell is run again"
+        run_id = trial.user_attrs.get(ATTR_RUN)
+        if run_id and self.tracking_uri:
+            with contextlib.suppress(Exception):  # the orphan sweep in reconcile ends it otherwise
+                tracking.finish_run(tracking.Store(self.tracking_uri, None).client(), run_id, "KILLED", reason)
+        if "fixed_params" in trial.system_attrs and ATTR_CELL in trial.user_attrs:
+            retry = copy.deepcopy(trial)
+            # the cell, not the dead worker's owner and run
+            retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL], ATTR_REPLACES: trial.number}
+            RetryHeartbeatStaleTrialCallback()(study, retry)
+
+
+def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
     """Enqueue every grid cell that no trial accounts for; returns how many were enqueued."""
-    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t)}
+    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t, final)}
     added = 0
     for cell in spec.cells():
         if cell.key not in have:
@@ -223,9 +292,9 @@ def enqueue_missing(study: optuna.Study, spec: SweepSpec) -> int:
     return added
 
 
-def tpe_remaining(study: optuna.Study, spec: SweepSpec) -> int:
+def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
     assert spec.n_trials is not None
-    return max(0, spec.n_trials - sum(_done_or_busy(t) for t in study.get_trials(deepcopy=False)))
+    return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
 
 
 # --- one trial, in a worker process ---
@@ -246,6 +315,10 @@ class TrialContext:
     store: str
     """Local folder for what trials share (base checkpoints): ``<root>/mlruns``."""
     provenance: dict[str, str] = field(default_factory=dict)
+    heartbeat: int = rdb.HEARTBEAT_S
+    """Seconds between Optuna heartbeats (database studies); stale after ``rdb.GRACE_FACTOR`` of them."""
+    final: tuple[str, ...] = FINAL_FAILURES
+    """Failure kinds whose cells are not run again (:data:`FINAL_IN_RUN` once a run is under way)."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +328,7 @@ class TrialOutcome:
     number: int | None
     """Optuna trial number (``None``: the queue was empty, another process took the cell)."""
     state: str
-    """COMPLETE, FAIL, PRUNED or SKIPPED."""
+    """COMPLETE, FAIL, PRUNED, SKIPPED, or LOST (another process failed it as stale and queued it again)."""
     value: float | None = None
     reason: str = ""
     wall_s: float = 0.0
@@ -266,8 +339,11 @@ class TrialOutcome:
 def claim_waiting(study: optuna.Study) -> int | None:
     """Atomically move one WAITING trial to RUNNING; its id, or ``None`` when none is left."""
     storage = study._storage
+    beats = rdb.heartbeat_on(storage)
     for t in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
         try:
+            if beats:  # before the claim, so that no claimed trial is ever without a heartbeat
+                storage.record_heartbeat(t._trial_id)  # type: ignore[attr-defined]
             if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
                 return int(t._trial_id)
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -275,8 +351,13 @@ def claim_waiting(study: optuna.Study) -> int | None:
     return None
 
 
+class TrialLost(RuntimeError):
+    """Another process failed this trial as stale and queued its cell again: stop running it."""
+
+
 class TrialSink:
-    """Forwards to the MLflow sink; reports the objective to Optuna (pruning); stops an orphaned worker."""
+    """Forwards to the MLflow sink; reports the objective to Optuna (pruning); stops an orphaned worker,
+    and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.rdb.Beat`)."""
 
     def __init__(
         self,
@@ -285,9 +366,11 @@ class TrialSink:
         objective: str,
         prune: bool,
         coordinator_pid: int,
+        lost: threading.Event | None = None,
     ) -> None:
         self.inner, self.trial, self.objective, self.prune = inner, trial, objective, prune
         self.coordinator_pid = coordinator_pid
+        self.lost = lost
         self.last_step = -1
 
     def _check_coordinator(self) -> None:
@@ -304,6 +387,8 @@ class TrialSink:
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self._check_coordinator()
+        if self.lost is not None and self.lost.is_set():
+            raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
         self.inner.log_metrics(metrics, step)
         self.last_step = max(self.last_step, step)
         value = metrics.get(self.objective)
@@ -334,23 +419,64 @@ def _limit_threads() -> None:
         torch.set_num_threads(1)
 
 
-def run_one(ctx: TrialContext) -> TrialOutcome:
-    """Claim one trial (grid: the next waiting cell; tpe: a new sample) and run it to an end state."""
-    start = time.perf_counter()
-    _limit_threads()
+def open_study(ctx: TrialContext) -> optuna.Study:
+    """The sweep's study as a worker sees it (the coordinator created it)."""
+    storage = open_storage(ctx.storage, ctx.heartbeat, ctx.tracking_uri)
     spec = ctx.spec
-    backend: TrialBackend = load_backend(ctx.backend)
-    storage = open_storage(ctx.storage)
-    study = optuna.load_study(
+    return optuna.load_study(
         study_name=spec.name, storage=storage, sampler=make_sampler(spec), pruner=make_pruner(spec)
     )
-    if spec.sampler == "grid":
+
+
+def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
+    """The next trial to run (grid: a waiting cell; tpe: a new sample while ``n_trials`` allows), or ``None``."""
+    if ctx.spec.sampler == "grid":
         trial_id = claim_waiting(study)
-        if trial_id is None:
-            return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
-        trial = optuna.Trial(study, trial_id)
-    else:
-        trial = study.ask()
+        return None if trial_id is None else optuna.Trial(study, trial_id)
+    with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
+        if tpe_remaining(study, ctx.spec, ctx.final) < 1:
+            return None
+        with rdb.quiet():
+            return study.ask()
+
+
+def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcome:
+    """Claim one trial (grid: the next waiting cell; tpe: a new sample) and run it to an end state.
+
+    ``study``: reuse an open study (a worker running trial after trial) instead of opening one.
+    """
+    start = time.perf_counter()
+    _limit_threads()
+    study = study or open_study(ctx)
+    trial = claim(study, ctx)
+    if trial is None:
+        return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
+    beat = rdb.Beat(study._storage, trial._trial_id).start()
+    try:
+        return run_trial(ctx, study, trial, beat.lost, start)
+    finally:
+        beat.stop()
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, **how: Any) -> bool:
+    """``study.tell``; False when the trial had already ended (failed as stale by another process)."""
+    try:
+        study.tell(trial, **how)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+    except ValueError:  # "Cannot tell a FAIL trial."
+        if study._storage.get_trial(trial._trial_id).state.is_finished():
+            return False
+        raise
+    return True
+
+
+def run_trial(
+    ctx: TrialContext, study: optuna.Study, trial: optuna.Trial, lost: threading.Event, start: float
+) -> TrialOutcome:
+    """Run a claimed trial to an end state: its MLflow run, training, then tell and close."""
+    spec, storage = ctx.spec, study._storage
+    backend: TrialBackend = load_backend(ctx.backend)
     storage.set_trial_user_attr(trial._trial_id, ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
 
     params = _suggest(trial, spec)
@@ -387,16 +513,31 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
     sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
     create_s = time.perf_counter() - t0
     tsink = TrialSink(
-        sink, trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"])
+        sink, trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"]), lost
     )
+
+    def gone() -> TrialOutcome:
+        reason = (
+            f"lost: another process failed trial {trial.number} as stale (no heartbeat within the grace "
+            "period) and queued its cell again"
+        )
+        sink.figures = False
+        with contextlib.suppress(Exception):
+            sink.close("KILLED", reason)
+        return TrialOutcome(trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - start)
 
     def fail(
         kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED"
     ) -> TrialOutcome:
-        storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, kind)
-        storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+        try:
+            storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, kind)
+            storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+            told = _tell(study, trial, state=state)  # before closing the run: see reconcile
+        except optuna.exceptions.UpdateFinishedTrialError:
+            told = False
+        if not told:
+            return gone()
         sink.set_tags({"simlab.failure": kind})
-        study.tell(trial, state=state)  # before closing the run: see reconcile for a death in between
         sink.close(status, reason)
         return TrialOutcome(
             trial.number,
@@ -425,7 +566,8 @@ def run_one(ctx: TrialContext) -> TrialOutcome:
     unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
     if unlogged:
         sink.log_metrics(unlogged, max(tsink.last_step, 0))
-    study.tell(trial, float(value))  # before closing the run: see reconcile for a death in between
+    if not _tell(study, trial, values=float(value)):  # before closing the run: see reconcile
+        return gone()
     sink.close("FINISHED")
     return TrialOutcome(
         trial.number,
@@ -510,77 +652,116 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
             raise SpecError(f"{exc} (in the configuration {where})") from None
 
 
-def run_sweep(
+@dataclass
+class OpenSweep:
+    """A sweep ready to run trials: its study, MLflow experiment and parent run, and the worker context."""
+
+    spec: SweepSpec
+    study: optuna.Study
+    study_store: stores.StudyStore
+    store: tracking.Store
+    client: Any
+    root: Path
+    ctx: TrialContext
+    reconciled: list[int]
+
+    def todo(self) -> int:
+        if self.spec.sampler == "grid":
+            return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        return tpe_remaining(self.study, self.spec, self.ctx.final)
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        return storage_lock(self.study_store.location, self.spec.name)
+
+    def refresh(self) -> list[int]:
+        """Reconcile and enqueue what is missing, under the study's lock; the trials it failed."""
+        with self.lock():
+            failed = reconcile(self.study, self.client, self.ctx.experiment_id)
+            if self.spec.sampler == "grid":
+                enqueue_missing(self.study, self.spec, self.ctx.final)
+        return failed
+
+    def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float) -> SweepResult:
+        return SweepResult(
+            study=self.spec.name,
+            storage=self.study_store.location,
+            tracking_uri=self.store.tracking_uri,
+            experiment_id=self.ctx.experiment_id,
+            parent_run_id=self.ctx.parent_run_id,
+            ran=sum(o.state != "SKIPPED" for o in outcomes),
+            failed=sum(o.state == "FAIL" for o in outcomes),
+            reconciled=tuple(self.reconciled),
+            table=table,
+            wall_s=time.perf_counter() - start,
+            outcomes=tuple(outcomes),
+        )
+
+    def done(self) -> bool:
+        """Every cell accounted for by a finished trial: nothing waiting, nothing running anywhere."""
+        busy = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
+        return not busy and self.todo() == 0
+
+
+def open_sweep(
     spec: SweepSpec,
     *,
-    workers: int = 1,
     storage: str | None = None,
     tracking_uri: str | None = None,
     root: Path | None = None,
     backend: str = DEFAULT_BACKEND,
-    progress: bool = True,
-    echo: Callable[[str], None] = print,
-) -> SweepResult:
-    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write the summary."""
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
+    heartbeat: int = rdb.HEARTBEAT_S,
+) -> OpenSweep:
+    """Check, create or join the study, the experiment and the parent run; reconcile and enqueue.
 
-    start = time.perf_counter()
-    if workers < 1:
-        raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
-    root = (root or tracking.repo_root()).resolve()
+    Everything a bad spec or a bad store can fail on is checked before the first write. The setup runs
+    under the study's lock, so processes on several hosts may open the same sweep at once.
+    """
+    root = (root or stores.home()).resolve()
+    if heartbeat < 1:
+        raise SpecError(f"`heartbeat={heartbeat}` is invalid; choose an integer number of seconds >= 1")
+    study_store, uri, artifact_root = stores.preflight(storage, tracking_uri, root)
     validate(spec, load_backend(backend))
-    store = tracking.resolve_store(tracking_uri, root)
-    location = storage_location(storage, root)
+    store = tracking.Store(uri, artifact_root)
+    location = study_store.location
 
     # first writes: the study (a changed spec under the same name is refused before MLflow is touched)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     direction: Literal["minimize", "maximize"] = (
         "minimize" if spec.objective.direction == "minimize" else "maximize"
     )
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=open_storage(location),
-        load_if_exists=True,
-        direction=direction,
-        sampler=make_sampler(spec),
-        pruner=make_pruner(spec),
-    )
-    known = study.user_attrs.get("simlab.fingerprint")
-    if known is not None and known != spec.fingerprint():
-        raise SpecError(
-            f"study {spec.name!r} in {location} was made from a different spec; give this sweep "
-            "a new `name` or another --storage (resuming it would mix two sweeps)"
+    with storage_lock(location, spec.name):  # hosts starting at once: one creates the tables, the study
+        opened = open_storage(location, heartbeat, store.tracking_uri)
+        study = optuna.create_study(
+            study_name=spec.name,
+            storage=opened,
+            load_if_exists=True,
+            direction=direction,
+            sampler=make_sampler(spec),
+            pruner=make_pruner(spec),
         )
-    study.set_user_attr("simlab.fingerprint", spec.fingerprint())
-    client = tracking.prepare(store)
-    experiment_id = tracking.ensure_experiment(client, spec.name, store)
-    provenance = tracking.provenance_tags()
-    parent_tags = {
-        "simlab.sampler": spec.sampler,
-        "simlab.objective": spec.objective.metric,
-        "simlab.storage": location,
-        "mlflow.note.content": spec.description,
-        **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
-        **provenance,
-    }
-    parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)
-
-    with storage_lock(location):
+        known = study.user_attrs.get("simlab.fingerprint")
+        if known is not None and known != spec.fingerprint():
+            raise SpecError(
+                f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
+                "a new `name` or another --storage (resuming it would mix two sweeps)"
+            )
+        study.set_user_attr("simlab.fingerprint", spec.fingerprint())
+        client = tracking.prepare(store)
+        experiment_id = tracking.ensure_experiment(client, spec.name, store)
+        provenance = tracking.provenance_tags()
+        parent_tags = {
+            "simlab.sampler": spec.sampler,
+            "simlab.objective": spec.objective.metric,
+            "simlab.storage": study_store.shown,
+            "mlflow.note.content": spec.description,
+            **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
+            **provenance,
+        }
+        # one parent per sweep, whichever host comes first: the lock makes search-then-create atomic
+        parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)
         reconciled = reconcile(study, client, experiment_id)
         if spec.sampler == "grid":
             enqueue_missing(study, spec)
-            todo = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-        else:
-            todo = tpe_remaining(study, spec)
-    if reconciled:
-        echo(f"resume: marked {len(reconciled)} trial(s) of a killed run failed and queued their cells again")
-    total = len(spec.cells()) if spec.sampler == "grid" else int(spec.n_trials or 0)
-    echo(
-        f"sweep {spec.name!r}: {todo} of {total} trial(s) to run on {workers} worker(s); "
-        f"study in {location}, runs in {store.tracking_uri}"
-    )
-
     ctx = TrialContext(
         spec=spec,
         backend=backend,
@@ -592,49 +773,113 @@ def run_sweep(
         coordinator=this_owner(),
         store=str(root / "mlruns"),
         provenance=provenance,
+        heartbeat=heartbeat,
     )
+    return OpenSweep(spec, study, study_store, store, client, root, ctx, reconciled)
+
+
+def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None]) -> None:
+    """Build what the trials share (cached base checkpoints) in this process, before any trial."""
+    trial_backend = load_backend(sweep.ctx.backend)
+    if trial_backend.prepare is None:
+        return
+    echo("preparing what the trials share (cached base checkpoints) ...")
+    cfgs = [trial_backend.build(settings, sweep.spec.seeds[0]) for settings in probe_settings(sweep.spec)]
+    trial_backend.prepare(cfgs, sweep.root / "mlruns")
+
+
+def drain(
+    sweep: OpenSweep, *, echo: Callable[[str], None], on_outcome: Callable[[TrialOutcome], None]
+) -> None:
+    """Run trials in this process until the grid is done: cells queued again after a worker died, and
+    waiting while other processes (any host) finish theirs, so that a dead one's cells are not left."""
+    sweep = dataclasses.replace(sweep, ctx=dataclasses.replace(sweep.ctx, final=FINAL_IN_RUN))
+    study = open_study(sweep.ctx)
+    waiting_said = False
+    while True:
+        outcome = run_one(sweep.ctx, study)
+        if outcome.state != "SKIPPED":
+            on_outcome(outcome)
+            continue
+        failed = sweep.refresh()
+        if failed:
+            echo(f"marked {len(failed)} trial(s) of a dead worker failed and queued their cells again")
+        if sweep.done():
+            return
+        if sweep.todo() == 0:
+            if not waiting_said:
+                running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+                echo(f"waiting for {running} trial(s) running in other processes ...")
+                waiting_said = True
+            time.sleep(sweep.ctx.heartbeat if sweep.study_store.is_rdb else 2.0)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    workers: int = 1,
+    storage: str | None = None,
+    tracking_uri: str | None = None,
+    root: Path | None = None,
+    backend: str = DEFAULT_BACKEND,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+    heartbeat: int = rdb.HEARTBEAT_S,
+) -> SweepResult:
+    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write the summary."""
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    if workers < 1:
+        raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
+    sweep = open_sweep(
+        spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
+    )
+    study, client, ctx, store = sweep.study, sweep.client, sweep.ctx, sweep.store
+    todo = sweep.todo()
+    if sweep.reconciled:
+        echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
+    total = len(spec.cells()) if spec.sampler == "grid" else int(spec.n_trials or 0)
+    echo(
+        f"sweep {spec.name!r}: {todo} of {total} trial(s) to run on {workers} worker(s); "
+        f"study in {sweep.study_store.shown}, runs in {stores.shown(store.tracking_uri)}"
+    )
+
     outcomes: list[TrialOutcome] = []
     status, reason = "FINISHED", ""
     try:
-        trial_backend = load_backend(backend)
-        if todo and trial_backend.prepare is not None:
-            echo("preparing what the trials share (cached base checkpoints) ...")
-            cfgs = [trial_backend.build(settings, spec.seeds[0]) for settings in probe_settings(spec)]
-            trial_backend.prepare(cfgs, root / "mlruns")
+        if todo:
+            prepare_shared(sweep, echo)
+        bar = tqdm(total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
+
+        def record(outcome: TrialOutcome) -> None:
+            outcomes.append(outcome)
+            bar.update(1)
+            bar.set_postfix(failed=sum(o.state == "FAIL" for o in outcomes))
+            if outcome.state == "FAIL":
+                bar.write(f"trial {outcome.number} failed: {outcome.reason}")
+
         if todo:
             jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
                 delayed(run_one)(ctx) for _ in range(todo)
             )
-            bar = tqdm(jobs, total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
-            for outcome in bar:
-                outcomes.append(outcome)
-                failed = sum(o.state == "FAIL" for o in outcomes)
-                bar.set_postfix(failed=failed)
-                if outcome.state == "FAIL":
-                    bar.write(f"trial {outcome.number} failed: {outcome.reason}")
+            for outcome in jobs:
+                if outcome.state != "SKIPPED":
+                    record(outcome)
+        drain(sweep, echo=bar.write, on_outcome=record)  # what other processes left: retries, their trials
+        bar.close()
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
         raise
     finally:
         table = None
         with contextlib.suppress(Exception):
-            table = write_summary(study, spec, results_dir(store, root, spec.name))
-            client.log_artifact(parent_run_id, str(table), "summary")
-            client.log_artifact(parent_run_id, str(table.with_suffix(".md")), "summary")
-        tracking.finish_run(client, parent_run_id, status, reason)
-    return SweepResult(
-        study=spec.name,
-        storage=location,
-        tracking_uri=store.tracking_uri,
-        experiment_id=experiment_id,
-        parent_run_id=parent_run_id,
-        ran=sum(o.state != "SKIPPED" for o in outcomes),
-        failed=sum(o.state == "FAIL" for o in outcomes),
-        reconciled=tuple(reconciled),
-        table=table,
-        wall_s=time.perf_counter() - start,
-        outcomes=tuple(outcomes),
-    )
+            table = write_summary(study, spec, results_dir(store, sweep.root, spec.name))
+            client.log_artifact(ctx.parent_run_id, str(table), "summary")
+            client.log_artifact(ctx.parent_run_id, str(table.with_suffix(".md")), "summary")
+        tracking.finish_run(client, ctx.parent_run_id, status, reason)
+    return sweep.result(outcomes, table, start)
 
 
 def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
@@ -648,11 +893,18 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for t in study.get_trials(deepcopy=False):
+    everything = study.get_trials(deepcopy=False)
+    replaced = {t.user_attrs[ATTR_REPLACES]: t for t in everything if ATTR_REPLACES in t.user_attrs}
+    for t in everything:
         if t.state == TrialState.WAITING:
             continue
         cell = json.loads(t.user_attrs[ATTR_CELL]) if ATTR_CELL in t.user_attrs else {"params": t.params}
         point = ",".join(f"{k}={v}" for k, v in sorted(cell.get("params", {}).items()) if k != "seed")
+        failure, reason = t.user_attrs.get(ATTR_FAILURE, ""), t.user_attrs.get(ATTR_REASON, "")
+        if t.state == TrialState.FAIL and not failure:  # failed by the heartbeat check (attrs are frozen then)
+            failure, reason = "killed", "its worker stopped its heartbeat"
+            if t.number in replaced:
+                reason += f"; its cell ran again as trial {replaced[t.number].number}"
         rows.append(
             {
                 "trial": t.number,
@@ -660,8 +912,8 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
                 "seed": cell.get("seed"),
                 "state": t.state.name,
                 "value": t.value,
-                "failure": t.user_attrs.get(ATTR_FAILURE, ""),
-                "reason": t.user_attrs.get(ATTR_REASON, ""),
+                "failure": failure,
+                "reason": reason,
                 "mlflow_run_id": t.user_attrs.get(ATTR_RUN, ""),
             }
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from simlab import tracking
 from simlab.sweep import parse_spec
+from tests.services import stop_group
 from tests.stores import TOY, Stores
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -123,11 +123,7 @@ def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stor
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
     assert shot.stat().st_size > 10_000
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(shot, ARTIFACTS / shot.name)

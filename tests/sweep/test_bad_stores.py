@@ -1,0 +1,180 @@
+"""Bad stores: each exits 2 within 10 s with one clear line (what was given, what is allowed, the fix),
+and nothing is written to either store."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stores import TOY, Stores, run_cli, write_spec
+
+REPO = Path(__file__).resolve().parents[2]
+BOUND_S = 10.0  # the issue's bound
+
+SPEC = """
+name = "stores"
+seeds = [0]
+[space]
+train.lr = [0.1]
+[objective]
+metric = "eval/compacted_success"
+"""
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens once the socket is closed
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A port that accepts connections and never answers (a hung server)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+# (id, extra CLI args given the stores, words the message must contain)
+Case = tuple[str, Callable[[Stores], list[str]], list[str]]
+CASES: list[Case] = [
+    (
+        "tracking server unreachable",
+        lambda s: ["--storage", str(s.storage), "--tracking-uri", f"http://127.0.0.1:{closed_port()}"],
+        ["`--tracking-uri='http://127.0.0.1:", "no MLflow server answers there", "mlflow server --backend-store-uri"],
+    ),
+    (
+        "file:// tracking URI",
+        lambda s: ["--storage", str(s.storage), "--tracking-uri", f"file://{s.folder}/mlruns"],
+        ["`--tracking-uri='file://", "refuses a plain file store", "sqlite:////ABS/PATH/mlflow.db"],
+    ),
+    (
+        "unknown tracking scheme",
+        lambda s: ["--storage", str(s.storage), "--tracking-uri", "databricks://workspace"],
+        ["`--tracking-uri='databricks://workspace'`", "scheme 'databricks' is not supported", "http://HOST:PORT"],
+    ),
+    (
+        "tracking database is a folder",
+        lambda s: ["--storage", str(s.storage), "--tracking-uri", f"sqlite:///{s.folder}"],
+        ["is a folder", "mlflow.db"],
+    ),
+    (
+        "storage is a folder",
+        lambda s: ["--storage", str(s.folder), "--tracking-uri", s.tracking_uri],
+        [f"`--storage='{'{folder}'}'`", "is a folder", "optuna-journal.log", "postgresql://"],
+    ),
+    (
+        "storage under a file",
+        lambda s: ["--storage", str(s.folder / "spec.toml" / "journal.log"), "--tracking-uri", s.tracking_uri],
+        ["is a file, so", "cannot be created"],
+    ),
+    (
+        "unknown storage scheme",
+        lambda s: ["--storage", "redis://127.0.0.1:6379/0", "--tracking-uri", s.tracking_uri],
+        ["`--storage='redis://127.0.0.1:6379/0'`", "scheme 'redis' is not supported", "postgresql://USER"],
+    ),
+    (
+        "postgres:// spelling",
+        lambda s: ["--storage", "postgres://u@127.0.0.1/db", "--tracking-uri", s.tracking_uri],
+        ["write the scheme as 'postgresql'"],
+    ),
+    (
+        "database unreachable",
+        lambda s: ["--storage", f"postgresql://u:secret@127.0.0.1:{closed_port()}/db", *s.args()[:2]],
+        ["`--storage='postgresql://u:***@127.0.0.1:", "cannot connect to the database", "start PostgreSQL"],
+    ),
+]
+
+
+def _sweep(stores: Stores, spec: Path, args: list[str], command: str = "sweep") -> tuple[int, str, float]:
+    start = time.perf_counter()
+    result = run_cli([command, str(spec), "--trial", TOY, *args])
+    return result.exit_code, result.output, time.perf_counter() - start
+
+
+@pytest.mark.parametrize(("case", "make_args", "words"), CASES, ids=[c[0] for c in CASES])
+def test_bad_store_exits_2_fast_and_writes_nothing(
+    stores: Stores, tmp_path: Path, case: str, make_args: Callable[[Stores], list[str]], words: list[str]
+) -> None:
+    spec = write_spec(tmp_path, SPEC)
+    (stores.folder / "spec.toml").write_text("a file where a folder is expected")  # for "storage under a file"
+    before = stores.written()
+    code, output, seconds = _sweep(stores, spec, make_args(stores))
+    assert code == 2, (case, output)
+    for word in words:
+        assert word.replace("{folder}", str(stores.folder)) in output, (case, word, output)
+    assert "Traceback" not in output and "secret" not in output
+    assert stores.written() == before, f"{case}: wrote {set(stores.written()) - set(before)}"
+    assert seconds < BOUND_S, (case, seconds)
+
+
+def test_hung_tracking_server_times_out_within_the_bound(stores: Stores, tmp_path: Path, silent_server: str) -> None:
+    spec = write_spec(tmp_path, SPEC)
+    code, output, seconds = _sweep(stores, spec, ["--storage", str(stores.storage), "--tracking-uri", silent_server])
+    assert code == 2 and "no answer within 3 s" in output, output
+    assert stores.written() == [] and seconds < BOUND_S
+
+
+def test_missing_driver_names_the_extra(stores: Stores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as on a machine without the postgres extra
+    spec = write_spec(tmp_path, SPEC)
+    code, output, _ = _sweep(stores, spec, ["--storage", "postgresql://u@127.0.0.1/db", *stores.args()[:2]])
+    assert code == 2, output
+    assert "needs the database driver 'psycopg'" in output and "pip install 'simlab[postgres]'" in output
+    assert stores.written() == []
+
+
+def test_worker_checks_its_stores_too(stores: Stores, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, SPEC)
+    code, output, _ = _sweep(stores, spec, ["--storage", "redis://x", *stores.args()[:2]], command="worker")
+    assert code == 2 and "scheme 'redis' is not supported" in output
+    assert stores.written() == []
+
+
+def test_simlab_home_that_is_a_file(stores: Stores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    monkeypatch.setenv("SIMLAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code, output, _ = _sweep(stores, write_spec(tmp_path, SPEC), [])
+    assert code == 2 and f"`SIMLAB_HOME='{home}'` is invalid; it is a file" in output
+
+
+def test_postgres_study_untouched_when_the_tracking_server_is_down(optuna_db: str, tmp_path: Path) -> None:
+    """The issue's case: the study used to be written before the dead server was noticed."""
+    from sqlalchemy import create_engine, text
+
+    spec = write_spec(tmp_path, SPEC.replace('name = "stores"', 'name = "untouched"'))
+    args = ["--storage", optuna_db, "--tracking-uri", f"http://127.0.0.1:{closed_port()}"]
+    start = time.perf_counter()
+    result = run_cli(["sweep", str(spec), "--trial", TOY, *args])
+    assert result.exit_code == 2 and "no MLflow server answers" in result.output
+    assert time.perf_counter() - start < BOUND_S
+    engine = create_engine(optuna_db)
+    with engine.connect() as conn:
+        if conn.execute(text("SELECT to_regclass('studies')")).scalar() is not None:
+            assert conn.execute(text("SELECT count(*) FROM studies WHERE study_name = 'untouched'")).scalar() == 0
+    engine.dispose()
+
+
+def test_the_command_line_exits_within_the_bound(tmp_path: Path) -> None:
+    """As a user runs it: a fresh process, the default stores under the working folder, a dead server."""
+    spec = write_spec(tmp_path, SPEC)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SIMLAB_HOME", None)
+    cmd = [sys.executable, "-m", "simlab.cli", "sweep", str(spec), "--tracking-uri", f"http://127.0.0.1:{closed_port()}"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: `--tracking-uri=")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+    assert seconds < BOUND_S, seconds
