@@ -5,7 +5,7 @@ each spec carries ``[[findings]]`` rows that name the published delta, the outco
 as selectors over the sweep's variants (treatment, baseline, and the control's two), with the mechanism
 metrics to report beside the outcome. This module reads the finished sweeps, one row per finding:
 
-- the difference treatment - baseline, paired by seed (:func:`analysis.stats.paired_difference`) when
+- the difference treatment - baseline, paired by seed (:func:`simlab.analysis.stats.paired_difference`) when
   the arms share at least three seeds, else from the two arms' own SEs;
 - the control's difference computed the same way;
 - the mechanism metrics, treatment against baseline (mean over seeds);
@@ -31,8 +31,8 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from analysis import stats
-from analysis.tables import markdown_table
+from simlab.analysis import stats
+from simlab.analysis.tables import markdown_table
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "findings"
 """Where the findings specs live (the repository's ``sweeps/findings``)."""

@@ -52,9 +52,9 @@ def audit(
     ] = None,
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
-    from analysis.audit import AuditDataError, load_published, to_markdown
-    from analysis.audit import audit as run_audit
-    from analysis.tables import OutputDirError, check_output_dir, write_tables
+    from simlab.analysis.audit import AuditDataError, load_published, to_markdown
+    from simlab.analysis.audit import audit as run_audit
+    from simlab.analysis.tables import OutputDirError, check_output_dir, write_tables
 
     try:
         if out is not None:
@@ -289,7 +289,7 @@ def worker(
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
     """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
-    from analysis.report import ReportError, build_report
+    from simlab.analysis.report import ReportError, build_report
 
     try:
         made = build_report(experiment, tracking_uri=tracking_uri)
@@ -329,7 +329,7 @@ def report(
     ] = None,
 ) -> None:
     """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
-    from analysis.report import build_report
+    from simlab.analysis.report import build_report
 
     if not (math.isfinite(effect) and effect > 0):
         raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
@@ -366,7 +366,7 @@ def findings(
     ] = None,
 ) -> None:
     """Each published credit-assignment finding beside simlab's paired difference, control and verdict."""
-    from analysis import findings as fd
+    from simlab.analysis import findings as fd
 
     if source not in ("auto", "store", "exports"):
         raise fail(f"`--source={source!r}` is invalid; choose one of 'auto', 'store', 'exports'")

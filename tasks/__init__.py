@@ -1,19 +1,19 @@
 """Synthetic long-horizon Gymnasium tasks for simlab, registered under the namespace ``simlab``.
 
-``import tasks`` registers ``simlab/KeyRecall-v0``, ``simlab/PointerChase-v0`` and ``simlab/PeekRead-v0``,
+``from simlab import tasks`` registers ``simlab/KeyRecall-v0``, ``simlab/PointerChase-v0`` and ``simlab/PeekRead-v0``,
 each with a single env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token
 protocol they follow is in the README's token-protocol section; named parameter sets are in
-``tasks.presets``.
+``simlab.tasks.presets``.
 """
 
 import gymnasium
 
-from tasks.config import ConfigError, KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
+from simlab.tasks.config import ConfigError, KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 _ENVS = {
-    "simlab/KeyRecall-v0": ("tasks.envs:KeyRecallEnv", "tasks.envs:KeyRecallVectorEnv"),
-    "simlab/PointerChase-v0": ("tasks.envs:PointerChaseEnv", "tasks.envs:PointerChaseVectorEnv"),
-    "simlab/PeekRead-v0": ("tasks.envs:PeekReadEnv", "tasks.envs:PeekReadVectorEnv"),
+    "simlab/KeyRecall-v0": ("simlab.tasks.envs:KeyRecallEnv", "simlab.tasks.envs:KeyRecallVectorEnv"),
+    "simlab/PointerChase-v0": ("simlab.tasks.envs:PointerChaseEnv", "simlab.tasks.envs:PointerChaseVectorEnv"),
+    "simlab/PeekRead-v0": ("simlab.tasks.envs:PeekReadEnv", "simlab.tasks.envs:PeekReadVectorEnv"),
 }
 
 for _id, (_single, _vector) in _ENVS.items():

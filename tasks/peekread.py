@@ -3,7 +3,7 @@
 Every step the agent chooses what it looks at: ``PEEK`` returns a short observation, ``READ`` a long
 one. How much context a rollout consumes, and so how often it compacts, is then a consequence of what
 it did, and it differs between the G rollouts of one prompt. ``read_payoff`` sets how that cost relates
-to success (see :class:`tasks.config.PeekReadConfig`): reading is the informative path (> 0), a
+to success (see :class:`simlab.tasks.config.PeekReadConfig`): reading is the informative path (> 0), a
 hazard that can break the episode (< 0), or neither (0, the control).
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks import core, vocab
-from tasks.config import PeekReadConfig
-from tasks.core import IntArray, KeyArray
-from tasks.keyrecall import FactSolver
+from simlab.tasks import core, vocab
+from simlab.tasks.config import PeekReadConfig
+from simlab.tasks.core import IntArray, KeyArray
+from simlab.tasks.keyrecall import FactSolver
 
 PEEK = vocab.FIRST_CONTENT
 """The cheap action: a short observation."""

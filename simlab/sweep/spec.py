@@ -36,7 +36,7 @@ TOP_KEYS = (
     "findings",
 )
 """Top-level keys of a spec. ``findings`` (pre-registered finding rows, ``sweeps/findings/``) is read by
-``simlab findings`` (:mod:`analysis.findings`, which validates it); the runner ignores it."""
+``simlab findings`` (:mod:`simlab.analysis.findings`, which validates it); the runner ignores it."""
 BASE_KEYS = ("preset", "recipe", "overrides")
 SAMPLERS = ("grid", "tpe")
 DIRECTIONS = ("maximize", "minimize")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import findings as fd
+from simlab.analysis import findings as fd
 from tests.stores import run_cli
 
 METRIC = "eval/compacted/success"

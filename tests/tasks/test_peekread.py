@@ -6,9 +6,9 @@ import gymnasium
 import numpy as np
 import pytest
 
-import tasks  # noqa: F401  (registers the envs)
-from tasks import peekread, vocab
-from tasks.config import ConfigError
+from simlab import tasks  # noqa: F401  (registers the envs)
+from simlab.tasks import peekread, vocab
+from simlab.tasks.config import ConfigError
 
 ID = "simlab/PeekRead-v0"
 
