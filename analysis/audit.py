@@ -2,7 +2,7 @@
 
 Owns ``published.toml`` (the data, with sources) and the audit table. Every difference, standard error,
 significance ratio, like-for-like flag and verdict is computed here from the data file with
-:mod:`analysis.stats`, the same code ``simlab report`` applies to simlab's own sweeps.
+:mod:`simlab.analysis.stats`, the same code ``simlab report`` applies to simlab's own sweeps.
 
 A published figure p (points) measured on ``eval_size`` x ``runs`` episodes is treated as one pooled
 binomial rate, so its SE is 100 sqrt(p (1 - p) / n) with p as a fraction; two figures are independent,
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analysis import stats
-from analysis.tables import markdown_table
+from simlab.analysis import stats
+from simlab.analysis.tables import markdown_table
 
 
 class AuditDataError(ValueError):

@@ -2,15 +2,15 @@
 
 Owns reading a sweep's (or any experiment's) trial runs out of the MLflow store, pooling each grid cell's
 seeds into a variant, and the report's tables and figures. The arithmetic (SE over seeds, differences,
-sigma, like-for-like, tie-aware ranks) is :mod:`analysis.stats`, the same code ``simlab audit`` judges
-the published results with; the published ablations come from :func:`analysis.audit.ablation_table`.
+sigma, like-for-like, tie-aware ranks) is :mod:`simlab.analysis.stats`, the same code ``simlab audit`` judges
+the published results with; the published ablations come from :func:`simlab.analysis.audit.ablation_table`.
 
 Reading: the default local store is a sqlite file, read here directly (read-only, a handful of queries
 over whole tables into polars), so a sweep of hundreds of runs costs the same few queries as one. Any
 other tracking URI goes through :func:`simlab.tracking.fetch_runs` (paged ``search_runs``); that path has
 no metric histories, so it gives the tables without the figures. Only the tracking layer imports mlflow.
 
-Units: success rates in percentage points, as in :mod:`analysis.stats`.
+Units: success rates in percentage points, as in :mod:`simlab.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from analysis import stats
-from analysis.audit import ablation_table, like_for_like_text
-from analysis.tables import check_output_dir, markdown_table, write_tables
+from simlab.analysis import stats
+from simlab.analysis.audit import ablation_table, like_for_like_text
+from simlab.analysis.tables import check_output_dir, markdown_table, write_tables
 
 EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""

@@ -16,10 +16,10 @@ import time
 import gymnasium
 import numpy as np
 
-import tasks
+from simlab import tasks
 from simlab.harness import HarnessConfig, run_rollouts
 from simlab.harness.stats import rollout_stats
-from tasks.presets import PRESETS
+from simlab.tasks.presets import PRESETS
 
 HARNESS_PRESET = {"simlab/KeyRecall-v0": "keyrecall-tiny", "simlab/PointerChase-v0": "pointerchase-tiny"}
 

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 
-from tasks.presets import PRESETS
+from simlab.tasks.presets import PRESETS
 
 
 def inspect(preset: str, agent: str, episodes: int, *extra: str) -> dict:

@@ -50,9 +50,9 @@ def audit(
     ] = None,
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
-    from analysis.audit import AuditDataError, load_published, to_markdown
-    from analysis.audit import audit as run_audit
-    from analysis.tables import OutputDirError, check_output_dir, write_tables
+    from simlab.analysis.audit import AuditDataError, load_published, to_markdown
+    from simlab.analysis.audit import audit as run_audit
+    from simlab.analysis.tables import OutputDirError, check_output_dir, write_tables
 
     try:
         if out is not None:
@@ -274,7 +274,7 @@ def worker(
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
     """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
-    from analysis.report import ReportError, build_report
+    from simlab.analysis.report import ReportError, build_report
 
     try:
         made = build_report(experiment, tracking_uri=tracking_uri)
@@ -311,7 +311,7 @@ def report(
     ] = None,
 ) -> None:
     """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
-    from analysis.report import build_report
+    from simlab.analysis.report import build_report
 
     try:
         made = build_report(

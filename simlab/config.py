@@ -27,8 +27,8 @@ from simlab.harness.agents import AGENTS
 from simlab.harness.config import HarnessConfig
 from simlab.policy.model import PolicyConfig
 from simlab.recipes import RECIPES
-from tasks.config import ConfigError, TaskConfig, check_choice, check_float, check_int
-from tasks.presets import PRESETS, get_preset
+from simlab.tasks.config import ConfigError, TaskConfig, check_choice, check_float, check_int
+from simlab.tasks.presets import PRESETS, get_preset
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
@@ -233,7 +233,7 @@ class RunConfig:
     """Everything one training run needs; every field is logged."""
 
     preset: str
-    """The task preset name (``tasks.presets``)."""
+    """The task preset name (``simlab.tasks.presets``)."""
     env_id: str
     """The Gymnasium id of the preset's task."""
     task: TaskConfig
@@ -321,7 +321,7 @@ def _check_window(env_id: str, task_cfg: TaskConfig, harness_cfg: HarnessConfig)
     """The window must hold the task's prompt, a summary and one step: checked before any work starts."""
     import gymnasium
 
-    import tasks  # noqa: F401  (registers the envs)
+    from simlab import tasks  # noqa: F401  (registers the envs)
     from simlab.harness.phases import check_window
 
     env = gymnasium.make_vec(env_id, num_envs=1, vectorization_mode="vector_entry_point", config=task_cfg)

@@ -25,8 +25,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-import tasks  # noqa: F401  (registers the simlab/ envs)
-from simlab import credit
+from simlab import (
+    credit,
+    tasks,  # noqa: F401  (registers the simlab/ envs)
+)
 from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts

@@ -1,17 +1,17 @@
 """Synthetic long-horizon Gymnasium tasks for simlab, registered under the namespace ``simlab``.
 
-``import tasks`` registers ``simlab/KeyRecall-v0`` and ``simlab/PointerChase-v0``, each with a single
+``from simlab import tasks`` registers ``simlab/KeyRecall-v0`` and ``simlab/PointerChase-v0``, each with a single
 env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token protocol they
-follow is in the README's token-protocol section; named parameter sets are in ``tasks.presets``.
+follow is in the README's token-protocol section; named parameter sets are in ``simlab.tasks.presets``.
 """
 
 import gymnasium
 
-from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
+from simlab.tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
 
 _ENVS = {
-    "simlab/KeyRecall-v0": ("tasks.envs:KeyRecallEnv", "tasks.envs:KeyRecallVectorEnv"),
-    "simlab/PointerChase-v0": ("tasks.envs:PointerChaseEnv", "tasks.envs:PointerChaseVectorEnv"),
+    "simlab/KeyRecall-v0": ("simlab.tasks.envs:KeyRecallEnv", "simlab.tasks.envs:KeyRecallVectorEnv"),
+    "simlab/PointerChase-v0": ("simlab.tasks.envs:PointerChaseEnv", "simlab.tasks.envs:PointerChaseVectorEnv"),
 }
 
 for _id, (_single, _vector) in _ENVS.items():

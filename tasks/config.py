@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from numbers import Integral, Real
 from typing import Any
 
-from tasks import vocab
+from simlab.tasks import vocab
 
 
 class ConfigError(ValueError):

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from tasks import vocab
-from tasks.config import TaskConfig
+from simlab.tasks import vocab
+from simlab.tasks.config import TaskConfig
 
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]

@@ -1,6 +1,6 @@
 """The Gymnasium classes: one single env and one native vector env, shared by every simlab task.
 
-Both are thin shells over ``tasks.core``: they draw instances with the task's generator and advance
+Both are thin shells over ``simlab.tasks.core``: they draw instances with the task's generator and advance
 them with ``core.step``. A ``TaskSpec`` says what differs between tasks.
 """
 
@@ -16,9 +16,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from tasks import core, keyrecall, pointerchase, vocab
-from tasks.config import KeyRecallConfig, PointerChaseConfig, TaskConfig
-from tasks.core import IntArray
+from simlab.tasks import core, keyrecall, pointerchase, vocab
+from simlab.tasks.config import KeyRecallConfig, PointerChaseConfig, TaskConfig
+from simlab.tasks.core import IntArray
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """KeyRecall, the memory task: its instance generator and its reference solver.
 
-The env classes are the shared ones in ``tasks.envs``; this module owns only what is specific to
+The env classes are the shared ones in ``simlab.tasks.envs``; this module owns only what is specific to
 KeyRecall (how an episode is laid out, and how a reference agent reads and summarises one).
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks import core, vocab
-from tasks.config import KeyRecallConfig
-from tasks.core import IntArray, KeyArray
+from simlab.tasks import core, vocab
+from simlab.tasks.config import KeyRecallConfig
+from simlab.tasks.core import IntArray, KeyArray
 
 
 def key_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks import core, vocab
-from tasks.config import PointerChaseConfig
-from tasks.core import IntArray, KeyArray
+from simlab.tasks import core, vocab
+from simlab.tasks.config import PointerChaseConfig
+from simlab.tasks.core import IntArray, KeyArray
 
 
 def prompt_tokens_len(cfg: PointerChaseConfig) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
+from simlab.tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig, TaskConfig
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 
 from simlab.harness.protocol import Agent, Generation, IntArray, Phase, Request
 from simlab.registry import Registry
-from tasks import vocab
+from simlab.tasks import vocab
 
 AgentFactory = Callable[..., Agent]
 AGENTS: Registry[AgentFactory] = Registry("agent")

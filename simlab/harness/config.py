@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tasks import vocab
-from tasks.config import ConfigError, check_choice, check_float, check_int
+from simlab.tasks import vocab
+from simlab.tasks.config import ConfigError, check_choice, check_float, check_int
 
 
 @dataclass(frozen=True)

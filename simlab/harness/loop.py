@@ -29,7 +29,7 @@ from simlab.harness.config import HarnessConfig
 from simlab.harness.phases import phase_masks, protocol_metadata
 from simlab.harness.protocol import Agent, BoolArray, FloatArray, IntArray, Phase, Request, check_generation
 from simlab.harness.triggers import TRIGGERS, Trigger
-from tasks import vocab
+from simlab.tasks import vocab
 
 ACTION_TURN = 2
 """Tokens an action or answer turn adds to the context: the marker and the generated token."""

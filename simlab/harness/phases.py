@@ -13,7 +13,7 @@ import numpy as np
 
 from simlab.harness.protocol import BoolArray, Phase
 from simlab.harness.triggers import TRIGGERS
-from tasks import vocab
+from simlab.tasks import vocab
 
 
 def protocol_metadata(env: Any) -> dict[str, Any]:

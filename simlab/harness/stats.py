@@ -107,12 +107,12 @@ def inspect_preset(
     """
     import gymnasium
 
-    import tasks  # noqa: F401  (registers the envs)
+    from simlab import tasks  # noqa: F401  (registers the envs)
     from simlab.harness.agents import AGENTS
     from simlab.harness.config import HarnessConfig
     from simlab.harness.loop import run_rollouts
-    from tasks.config import check_int
-    from tasks.presets import get_preset
+    from simlab.tasks.config import check_int
+    from simlab.tasks.presets import get_preset
 
     p = get_preset(preset)
     AGENTS.canonical(agent)

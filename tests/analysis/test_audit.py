@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from analysis import audit as audit_mod
-from analysis.audit import (
+from simlab.analysis import audit as audit_mod
+from simlab.analysis.audit import (
     AuditDataError,
     ablation_table,
     audit,
@@ -292,7 +292,7 @@ def _touch(path: Path) -> Path:
 
 
 def test_cli_unwritable_out_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("analysis.tables._writable", lambda path: False)  # root ignores chmod
+    monkeypatch.setattr("simlab.analysis.tables._writable", lambda path: False)  # root ignores chmod
     result = runner.invoke(app, ["audit", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "not writable" in result.output
     assert list(tmp_path.iterdir()) == []

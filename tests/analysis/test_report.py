@@ -18,8 +18,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis import report as rp
 from simlab import tracking
+from simlab.analysis import report as rp
 from tests.stores import run_cli
 
 N = 50

@@ -1,4 +1,4 @@
-"""analysis.stats: hand-computed SEs, the seed-spread combination, sigma, like-for-like, ranking."""
+"""simlab.analysis.stats: hand-computed SEs, the seed-spread combination, sigma, like-for-like, ranking."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import stats
+from simlab.analysis import stats
 
 rates = st.floats(0.0, 1.0, allow_nan=False)
 counts = st.integers(1, 10_000)

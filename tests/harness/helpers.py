@@ -7,9 +7,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-import tasks  # noqa: F401
+from simlab import tasks  # noqa: F401
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
-from tasks import vocab
+from simlab.tasks import vocab
 
 KR = "simlab/KeyRecall-v0"
 PC = "simlab/PointerChase-v0"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from simlab.cli import app
 from simlab.harness import Generation, HarnessConfig, Request, make_agent, run_rollouts
 from simlab.registry import UnknownNameError
-from tasks.config import ConfigError
+from simlab.tasks.config import ConfigError
 
 from .helpers import KR, run
 

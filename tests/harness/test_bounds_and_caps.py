@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks import vocab
+from simlab.tasks import vocab
 
 from .helpers import KR, PC, check_consistency, run
 

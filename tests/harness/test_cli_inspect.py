@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simlab.cli import app
-from tasks.presets import PRESETS
+from simlab.tasks.presets import PRESETS
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

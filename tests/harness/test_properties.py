@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from simlab.harness import TRIGGERS, HarnessConfig, run_rollouts
-from tasks import vocab
-from tasks.config import ConfigError
+from simlab.tasks import vocab
+from simlab.tasks.config import ConfigError
 
 from .helpers import KR, PC, check_consistency
 

@@ -8,7 +8,7 @@ import pytest
 
 from simlab.harness.agents import SolverAgent
 from simlab.harness.stats import corr
-from tasks import vocab
+from simlab.tasks import vocab
 
 from .helpers import KR, PC, run
 

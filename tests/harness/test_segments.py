@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from simlab.harness import Generation, Phase, Request
-from tasks import vocab
+from simlab.tasks import vocab
 
 from .helpers import KR, PC, check_consistency, run
 

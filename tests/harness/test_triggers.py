@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simlab.harness import TRIGGERS, Generation, Phase, Request
-from tasks import vocab
+from simlab.tasks import vocab
 
 from .helpers import KR, PC, check_consistency, run, steps_of
 

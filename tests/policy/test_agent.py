@@ -6,11 +6,11 @@ import gymnasium
 import pytest
 import torch
 
-import tasks  # noqa: F401  (registers the envs)
+from simlab import tasks  # noqa: F401  (registers the envs)
 from simlab.harness import HarnessConfig, run_rollouts
 from simlab.policy import Policy, PolicyConfig
 from simlab.policy.agent import PolicyAgent
-from tasks.config import KeyRecallConfig
+from simlab.tasks.config import KeyRecallConfig
 
 
 def play(trigger: str, window: int) -> tuple[PolicyAgent, list[int], int]:

@@ -8,10 +8,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import VectorEnv
 
-import tasks
-from tasks import vocab
-from tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig
-from tasks.presets import PRESETS
+from simlab import tasks
+from simlab.tasks import vocab
+from simlab.tasks.config import ConfigError, KeyRecallConfig, PointerChaseConfig
+from simlab.tasks.presets import PRESETS
 
 SMALL = {"horizon": (8, 10), "tail_prob": 0.2, "tail_tokens": 12, "noise": 0.1, "compaction_reward_corr": 0.5}
 
@@ -25,7 +25,7 @@ def test_check_env_passes(env_id: str) -> None:
 def test_make_vec_uses_the_native_vector_env(env_id: str) -> None:
     env = gymnasium.make_vec(env_id, num_envs=3)
     assert isinstance(env, VectorEnv)
-    assert type(env).__name__.endswith("VectorEnv") and type(env).__module__ == "tasks.envs"
+    assert type(env).__name__.endswith("VectorEnv") and type(env).__module__ == "simlab.tasks.envs"
     obs, _ = env.reset(seed=0)
     assert obs.shape == (3, *env.single_observation_space.shape)
 

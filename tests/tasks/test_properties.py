@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tasks  # noqa: F401
-from tasks import vocab
+from simlab import tasks  # noqa: F401
+from simlab.tasks import vocab
 
 configs = st.fixed_dictionaries(
     {
