@@ -41,8 +41,10 @@ EXPORT_DIR = Path(__file__).resolve().parent / "findings"
 REDUCES = ("final", "first", "mean")
 STATISTICS = ("final", "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
+CONTROL_EXPECTS = ("tie", "not-published-sign")
 ROW_KEYS = (
-    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", "note", *ARMS,
+    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", "note",
+    "control_expect", *ARMS,
 )
 Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "not run"]
 
@@ -83,6 +85,9 @@ class FindingRow:
     mechanism: tuple[Mechanism, ...] = field(default_factory=tuple)
     note: str = ""
     """What a reader must know beside the verdict (added after a run: say when and why)."""
+    control_expect: str = "tie"
+    """``tie``: the control must not differ at 2 sigma. ``not-published-sign``: it must not differ in the
+    published direction at 2 sigma (for a finding whose control is expected to move the other way)."""
 
     @property
     def sign(self) -> float | None:
@@ -126,6 +131,12 @@ def _mechanism(path: Path, where: str, raw: Any) -> tuple[Mechanism, ...]:
     return tuple(out)
 
 
+def _control_expect(path: Path, key: str, value: Any) -> str:
+    if value not in CONTROL_EXPECTS:
+        raise _bad(path, key, value, f"choose one of {CONTROL_EXPECTS}")
+    return str(value)
+
+
 def parse_rows(path: Path) -> list[FindingRow]:
     """The ``[[findings]]`` rows of one spec file, validated."""
     try:
@@ -158,6 +169,7 @@ def parse_rows(path: Path) -> list[FindingRow]:
             arms={arm: _selector(path, f"{where}.{arm}", row.get(arm)) for arm in ARMS},
             published=row.get("published"), source=str(row.get("source", "")), direction=row.get("direction"),
             statistic=statistic, x=row.get("x"), note=str(row.get("note", "")),
+            control_expect=_control_expect(path, f"{where}.control_expect", row.get("control_expect", "tie")),
             mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
         ))
     return out
@@ -322,6 +334,9 @@ def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None
     sig = abs(main.sigma) >= stats.TIE_SIGMA if not math.isnan(main.sigma) else False
     control_tie = control is None or control.identical or math.isnan(control.sigma) or (
         abs(control.sigma) < stats.TIE_SIGMA)
+    if not control_tie and row.control_expect == "not-published-sign" and row.sign is not None:
+        assert control is not None
+        control_tie = math.copysign(1.0, control.difference) != row.sign  # moved, but not the finding's way
     if not sig:
         half = None if row.published is None else abs(row.published) / 2
         if main.identical:

@@ -163,3 +163,15 @@ def test_cli_reads_exports_and_refuses_bad_options(tmp_path):
     assert run_cli(["findings", "--source", "cloud"]).exit_code == 2
     bad = run_cli(["findings", "--specs", str(tmp_path / "absent")])
     assert bad.exit_code == 2 and "choose an existing folder" in bad.output
+
+
+def test_a_control_expected_to_move_the_other_way(tmp_path):
+    text = ROW.replace('metric = "eval/compacted/success"', 'metric = "eval/compacted/success"\n'
+                       'control_expect = "not-published-sign"')
+    r = row(tmp_path, text)
+    up = frame({TG: [0.40, 0.41, 0.40], RG: [0.50, 0.51, 0.50], CTG: [0.70, 0.72, 0.71], CRG: [0.60, 0.61, 0.60]})
+    assert fd.evaluate_row(r, up, "store")["verdict"] == "reproduced"  # the control rose: not the finding's way
+    down = frame({TG: [0.40, 0.41, 0.40], RG: [0.50, 0.51, 0.50], CTG: [0.50, 0.52, 0.51], CRG: [0.60, 0.61, 0.60]})
+    assert fd.evaluate_row(r, down, "store")["verdict"] == "control moved"
+    with pytest.raises(fd.FindingsError, match="control_expect='sideways'"):
+        row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ncontrol_expect = "sideways"'))
