@@ -16,11 +16,15 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from simlab.policy.device import autocast
+
+Ints = Tensor | np.ndarray
+"""Row indices or counts: a tensor, or (to keep a CUDA stream free of read-backs) host memory."""
 
 
 @dataclass(frozen=True)
@@ -90,43 +94,59 @@ def config_from_dict(data: dict[str, object]) -> PolicyConfig:
 class KVCache:
     """Keys and values of every layer for ``B`` rows, each row holding its own number of tokens.
 
+    Layer ``l`` keeps one ``(B, S, 2C)`` buffer: a token's key and value are one contiguous run of
+    ``2C`` numbers, so an append writes whole runs, and attention reads ``(B, H, S, D)`` views of it.
     Row ``b`` keeps its tokens in slots ``0 .. lengths[b]-1``; slot ``S-1 = max_len`` is a trash slot
-    that padded (non-)tokens of a ragged append write to, so that one scatter serves every row and
-    no valid slot is ever overwritten. Buffers start at zero so that masked slots never hold NaN
-    (a masked key has weight 0, but 0 * NaN would still poison the output).
+    that padded (non-)tokens of a ragged append write to, so that one write serves every row and no
+    valid slot is ever overwritten. Buffers start at zero so that masked slots never hold NaN (a
+    masked key has weight 0, but 0 * NaN would still poison the output); slots past a row's length
+    keep whatever finite values an earlier segment left there, which masking ignores exactly.
+
+    ``lengths`` lives on the model's device (index arithmetic) and ``host_lengths`` mirrors it in
+    host memory, so that shapes and bounds are decided without reading the device back.
     """
 
     def __init__(self, cfg: PolicyConfig, batch_size: int, device: torch.device, dtype: torch.dtype) -> None:
-        head_dim = cfg.d_model // cfg.n_head
-        shape = (batch_size, cfg.n_head, cfg.max_len + 1, head_dim)  # (B, H, S, D)
-        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
-        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
+        shape = (batch_size, cfg.max_len + 1, 2 * cfg.d_model)  # (B, S, 2C)
+        self.kv = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
+        self.host_lengths = np.zeros(batch_size, dtype=np.int64)  # (B,)
         self.max_len = cfg.max_len
+        self.n_head = cfg.n_head
 
     @property
     def batch_size(self) -> int:
-        return int(self.lengths.shape[0])
+        return int(self.host_lengths.shape[0])
 
     @property
     def trash_slot(self) -> int:
         return self.max_len
 
-    def assign_rows(self, rows: Tensor, other: KVCache) -> None:
-        """Copy every row of ``other`` into rows ``rows`` of this cache (slots past its lengths included)."""
-        for layer in range(len(self.k)):
-            self.k[layer][rows] = other.k[layer]
-            self.v[layer][rows] = other.v[layer]
-        self.lengths[rows] = other.lengths
+    def heads_view(self, layer: int, rows: Tensor | None, span: int) -> tuple[Tensor, Tensor]:
+        """Keys and values of slots ``[0, span)`` of ``rows`` (all rows when None), each (R, H, span, D)."""
+        buf = self.kv[layer][:, :span] if rows is None else self.kv[layer][rows, :span]  # (R, span, 2C)
+        R, C = buf.shape[0], buf.shape[-1] // 2
+        k = buf[..., :C].view(R, span, self.n_head, C // self.n_head).transpose(1, 2)
+        v = buf[..., C:].view(R, span, self.n_head, C // self.n_head).transpose(1, 2)
+        return k, v
+
+    def set_lengths(self, rows: np.ndarray, lengths: np.ndarray) -> None:
+        """Row ``rows[i]`` now holds ``lengths[i]`` tokens (host and device copies)."""
+        self.host_lengths[rows] = lengths
+        device = self.lengths.device
+        index = torch.from_numpy(rows).to(device, non_blocking=True)
+        self.lengths[index] = torch.from_numpy(lengths).to(device, non_blocking=True)
 
 
 class CachedStep(NamedTuple):
     """Where the tokens of one cached append go, computed once and shared by every layer."""
 
+    rows: Tensor | None
+    """(A,) cache rows the appended tokens belong to; None: every row, in order."""
     slots: Tensor
-    """(B, T) cache slot each token writes to: its position, or the trash slot for padding."""
+    """(A, T) cache slot each token writes to: its position, or the trash slot for padding."""
     mask: Tensor
-    """(B, 1, T, S_used) True where a query may attend to a key slot (key slot <= query position)."""
+    """(A, 1, T, span) True where a query may attend to a key slot (key slot <= query position)."""
 
 
 class CausalSelfAttention(nn.Module):
@@ -145,21 +165,21 @@ class CausalSelfAttention(nn.Module):
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, T, C) -> (B, H, T, D)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        qkv = self.qkv(x)  # (B, T, 3C)
+        q = qkv[..., :C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, D)
         mask: Tensor | None = None
-        if cache is not None:
+        if cache is None:
+            k = qkv[..., C : 2 * C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = qkv[..., 2 * C :].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        else:
             assert step is not None
-            index = step.slots[:, None, :, None].expand_as(k)  # (B, H, T, D)
-            cache.k[layer].scatter_(2, index, k.to(cache.k[layer].dtype))
-            cache.v[layer].scatter_(2, index, v.to(cache.v[layer].dtype))
-            used = step.mask.shape[-1]
-            k = cache.k[layer][:, :, :used].to(q.dtype)  # (B, H, S_used, D)
-            v = cache.v[layer][:, :, :used].to(q.dtype)
-            mask = step.mask
+            buf = cache.kv[layer]  # (B_cache, S, 2C)
+            rows = torch.arange(B, device=x.device) if step.rows is None else step.rows
+            buf[rows[:, None], step.slots] = qkv[..., C:].to(buf.dtype)  # keys and values of the new tokens
+            k, v = cache.heads_view(layer, step.rows, step.mask.shape[-1])  # (B, H, span, D)
+            if not self.fused:  # the plain path's matmuls round by memory layout: give them (B, H, S, D)
+                k, v = k.contiguous(), v.contiguous()
+            k, v, mask = k.to(q.dtype), v.to(q.dtype), step.mask
         y = self._attend(q, k, v, mask)  # (B, H, T, D)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_drop(self.proj(y))
@@ -287,47 +307,72 @@ class Policy(nn.Module):
         dtype = torch.bfloat16 if (self.config.bf16 and self.device.type == "cuda") else torch.float32
         return KVCache(self.config, batch_size, self.device, dtype)
 
-    def forward_cached(self, tokens: Tensor, n_new: Tensor, cache: KVCache) -> Tensor:
-        """Append ``n_new[b]`` tokens to row ``b`` of ``cache`` and return their final hidden states.
+    def forward_cached(
+        self,
+        tokens: Tensor,
+        n_new: Ints,
+        cache: KVCache,
+        rows: Ints | None = None,
+        span: int | None = None,
+    ) -> Tensor:
+        """Append ``n_new[a]`` tokens to cache row ``rows[a]`` and return their final hidden states.
 
         Args:
-            tokens: (B, T) right-padded new tokens; entries at ``t >= n_new[b]`` are ignored.
-            n_new: (B,) how many of each row's tokens are real (0 leaves the row untouched).
+            tokens: (A, T) right-padded new tokens; entries at ``t >= n_new[a]`` are ignored.
+            n_new: (A,) how many of each row's tokens are real (0 leaves the row untouched); read on
+                the host, so pass host memory to keep a CUDA stream free of syncs.
             cache: holds each row's earlier tokens; updated in place (keys, values and lengths).
+            rows: (A,) distinct cache rows, in host memory; None means every row in order (A = B).
+                Only these rows are computed: idle rows cost nothing.
+            span: key slots attention reads, at least the longest of ``rows`` after the append
+                (the default). The attention kernel's rounding depends on it, so a caller that must
+                reproduce another batching's results bit for bit passes that batching's span.
 
         Returns:
-            (B, T, C) hidden states after the final LayerNorm; rows past ``n_new`` hold garbage.
+            (A, T, C) hidden states after the final LayerNorm; rows past ``n_new`` hold garbage.
         """
-        B, T = tokens.shape
-        if cache.batch_size != B:
-            raise ValueError(f"cache holds {cache.batch_size} rows but tokens have {B}")
-        n_new = n_new.to(device=tokens.device, dtype=torch.long)
-        offsets = torch.arange(T, device=tokens.device)  # (T,)
-        valid = offsets[None, :] < n_new[:, None]  # (B, T)
-        pos = cache.lengths[:, None] + offsets[None, :]  # (B, T)
-        new_lengths = cache.lengths + n_new  # (B,)
-        longest = int(new_lengths.max()) if B > 0 else 0
-        if longest > self.config.max_len:
-            rows = torch.nonzero(new_lengths > self.config.max_len).flatten().tolist()
+        A, T = tokens.shape
+        index = np.arange(cache.batch_size) if rows is None else host_ints(rows)
+        counts = host_ints(n_new)
+        if index.shape != (A,) or counts.shape != (A,):
+            raise ValueError(f"tokens have {A} rows but rows/n_new have shapes {index.shape}/{counts.shape}")
+        new_lengths = cache.host_lengths[index] + counts  # (A,)
+        if bool((new_lengths > self.config.max_len).any()):
+            over = index[new_lengths > self.config.max_len].tolist()
             raise ValueError(
-                f"rows {rows} would hold more than policy.max_len={self.config.max_len} tokens; "
+                f"rows {over} would hold more than policy.max_len={self.config.max_len} tokens; "
                 "compact or re-prefill them first"
             )
-        slots = torch.where(valid, pos, cache.trash_slot)  # (B, T)
-        used = max(longest, 1)
-        key_slot = torch.arange(used, device=tokens.device)  # (S_used,)
-        mask = (key_slot[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, S_used)
-        step = CachedStep(slots=slots, mask=mask)
+        longest = int(new_lengths.max()) if A > 0 else 0
+        span = max(longest, 1) if span is None else span
+        device = tokens.device
+        row_index = None if rows is None else torch.from_numpy(index).to(device, non_blocking=True)
+        n = torch.from_numpy(counts).to(device, non_blocking=True)
+        offsets = torch.arange(T, device=device)  # (T,)
+        valid = offsets[None, :] < n[:, None]  # (A, T)
+        held = cache.lengths if row_index is None else cache.lengths[row_index]  # (A,)
+        pos = held[:, None] + offsets[None, :]  # (A, T)
+        slots = torch.where(valid, pos, cache.trash_slot)  # (A, T)
+        key_slot = torch.arange(span, device=device)  # (span,)
+        mask = (key_slot[None, None, :] <= pos[:, :, None])[:, None]  # (A, 1, T, span)
+        step = CachedStep(rows=row_index, slots=slots, mask=mask)
         # Padding gets token 0 at position 0: any in-range ids keep its (ignored) activations finite.
         safe_tokens = torch.where(valid, tokens, 0)
         safe_pos = torch.where(valid, pos, 0)
-        with autocast(tokens.device, self.config.bf16):
-            x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (B, T, C)
+        with autocast(device, self.config.bf16):
+            x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (A, T, C)
             for layer, block in enumerate(self.blocks):
                 x = block(x, cache, layer, step)
             h = self.ln_f(x)
-        cache.lengths = new_lengths
+        cache.set_lengths(index, new_lengths)
         return h
+
+
+def host_ints(values: Ints) -> np.ndarray:
+    """An int64 numpy copy of ``values``; a device tensor is read back (a sync), so pass host memory."""
+    if isinstance(values, Tensor):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
 def critic_from(policy: Policy) -> Policy:
