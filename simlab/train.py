@@ -265,6 +265,8 @@ class Trainer:
         elif t.critic == "head":
             self.critic = policy
         self.gen = torch.Generator().manual_seed(cfg.seed)
+        # rollouts sample on the policy's device; on the CPU they share the mini-batch stream as always
+        self.sample_gen = self.gen if self.device.type == "cpu" else torch.Generator(self.device).manual_seed(cfg.seed)
 
     # ------------------------------------------------------------------ one step
     def prompt_seed(self, step: int, *, pretrain: bool = False) -> int:
@@ -280,7 +282,7 @@ class Trainer:
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
-                       group_size=t.group_size, seed=seed, generator=self.gen, base_path=self.base_path)
+                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
         if self.critic is None:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from simlab.policy.model import Ints, KVCache, Policy, host_ints
+from simlab.policy.model import Ints, KVCache, Policy, host_ints, to_device
 
 
 def check_temperature(temperature: float) -> float:
@@ -211,8 +211,8 @@ class Decoder:
 
     @property
     def lengths(self) -> Tensor:
-        """(B,) tokens currently held by each row."""
-        return self.cache.lengths
+        """(B,) tokens currently held by each row (a copy, in host memory)."""
+        return torch.from_numpy(self.cache.lengths.copy())
 
     def _check(self, tokens: Tensor, lengths: Ints, rows: int) -> tuple[Tensor, np.ndarray]:
         """Validated tokens on the policy's device and lengths in host memory (checked on the host)."""
@@ -249,35 +249,40 @@ class Decoder:
         ``reset``: the rows were just emptied and are prefilled as a batch of their own (attention
         span and head matrix of those rows alone); otherwise as part of the whole batch.
         """
-        cache = self.cache
         if reset:
             span = max(int(counts.max(initial=0)), 1)
         else:
             rows, tokens, counts = self._fill(rows, tokens, counts)
-            after = cache.host_lengths.copy()
+            after = self.cache.lengths.copy()
             after[rows] += counts
             span = max(int(after.max(initial=0)), 1)
         every = rows.size == self.batch_size and bool((rows == np.arange(rows.size)).all())
-        h = self.policy.forward_cached(tokens, counts, cache, rows=None if every else rows, span=span)  # (A, T, C)
-        device = h.device
-        last = torch.from_numpy(np.maximum(counts - 1, 0)).to(device, non_blocking=True)  # (A,)
-        h_last = h[torch.arange(h.shape[0], device=device), last]  # (A, C)
-        index = torch.from_numpy(rows).to(device, non_blocking=True)
-        if not reset:
-            whole = h_last.new_zeros(self.batch_size, h_last.shape[-1])  # (B, C)
-            whole[index] = h_last
-            out = self.policy.heads(whole)
-            logits, values = out.logits[index], out.values[index] if out.values is not None else None
-        else:
-            logits, values = self.policy.heads(h_last)
+        h = self.policy.forward_cached(tokens, counts, self.cache, rows=None if every else rows, span=span)
+        last = to_device(h.device, np.maximum(counts - 1, 0))  # (A,)
+        h_last = h[torch.arange(h.shape[0], device=h.device), last]  # (A, C)
+        logits, values = self._heads(rows, h_last, reset)
         got = counts > 0
         if not got.all():
-            keep = torch.from_numpy(np.flatnonzero(got)).to(device, non_blocking=True)
-            index, logits = index[keep], logits[keep]
+            keep = to_device(h.device, np.flatnonzero(got))
+            rows, logits = rows[got], logits[keep]
             values = values[keep] if values is not None else None
+        index = to_device(h.device, rows)
         self.logits[index] = logits
         if values is not None:
             self.values[index] = values
+
+    def _heads(self, rows: np.ndarray, h_last: Tensor, reset: bool) -> tuple[Tensor, Tensor | None]:
+        """Logits (A, V) and values (A,) at ``h_last`` (A, C), from the matrix whole-batch decoding
+        had: the reset rows alone, else all B rows at their own positions (a one-column GEMM rounds
+        by row position)."""
+        if reset:
+            out = self.policy.heads(h_last)
+            return out.logits, out.values
+        index = to_device(h_last.device, rows)
+        whole = h_last.new_zeros(self.batch_size, h_last.shape[-1])  # (B, C)
+        whole[index] = h_last
+        out = self.policy.heads(whole)
+        return out.logits[index], out.values[index] if out.values is not None else None
 
     def _fill(self, rows: np.ndarray, tokens: Tensor, counts: np.ndarray) -> tuple[np.ndarray, Tensor, np.ndarray]:
         """``rows`` plus idle rows (nothing appended) up to :data:`MIN_GEMM_ROWS` token rows."""
@@ -311,7 +316,7 @@ class Decoder:
     def prefill(self, tokens: Tensor, lengths: Ints) -> StepOutput:
         """Forget every row and fill it with ``tokens`` (B, T), right-padded to ``lengths`` (B,)."""
         tokens, counts = self._check(tokens, lengths, self.batch_size)
-        self.cache.set_lengths(np.arange(self.batch_size), np.zeros(self.batch_size, dtype=np.int64))
+        self.cache.lengths[:] = 0
         return self.extend(tokens, counts)
 
     def decode_step(self, next_tokens: Tensor, active: Ints | None = None) -> StepOutput:
@@ -334,7 +339,7 @@ class Decoder:
             over = index[counts > max_len].tolist()
             raise ValueError(f"rows {over} would hold more than policy.max_len={max_len} tokens; "
                              "compact or re-prefill them first")
-        self.cache.set_lengths(index, np.zeros(index.size, dtype=np.int64))
+        self.cache.lengths[index] = 0
         if index.size:
             self._append(index, tokens, counts, reset=True)
         return self.state()
@@ -351,7 +356,7 @@ class Decoder:
 
         Does not append the token: call :meth:`decode_step` with it (the env may reject or end first).
         """
-        empty = self.cache.host_lengths == 0
+        empty = self.cache.lengths == 0
         if bool(empty.any()):
             raise ValueError(f"rows {np.flatnonzero(empty).tolist()} hold no tokens; prefill them before sampling")
         tokens, logprobs = sample(

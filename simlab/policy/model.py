@@ -102,21 +102,20 @@ class KVCache:
     masked key has weight 0, but 0 * NaN would still poison the output); slots past a row's length
     keep whatever finite values an earlier segment left there, which masking ignores exactly.
 
-    ``lengths`` lives on the model's device (index arithmetic) and ``host_lengths`` mirrors it in
-    host memory, so that shapes and bounds are decided without reading the device back.
+    ``lengths`` is kept in host memory: shapes and bounds are decided there, and the positions an
+    append writes go to the device with its tokens, so decoding never reads the device back.
     """
 
     def __init__(self, cfg: PolicyConfig, batch_size: int, device: torch.device, dtype: torch.dtype) -> None:
         shape = (batch_size, cfg.max_len + 1, 2 * cfg.d_model)  # (B, S, 2C)
         self.kv = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
-        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
-        self.host_lengths = np.zeros(batch_size, dtype=np.int64)  # (B,)
+        self.lengths = np.zeros(batch_size, dtype=np.int64)  # (B,)
         self.max_len = cfg.max_len
         self.n_head = cfg.n_head
 
     @property
     def batch_size(self) -> int:
-        return int(self.host_lengths.shape[0])
+        return int(self.lengths.shape[0])
 
     @property
     def trash_slot(self) -> int:
@@ -130,19 +129,14 @@ class KVCache:
         v = buf[..., C:].view(R, span, self.n_head, C // self.n_head).transpose(1, 2)
         return k, v
 
-    def set_lengths(self, rows: np.ndarray, lengths: np.ndarray) -> None:
-        """Row ``rows[i]`` now holds ``lengths[i]`` tokens (host and device copies)."""
-        self.host_lengths[rows] = lengths
-        device = self.lengths.device
-        index = torch.from_numpy(rows).to(device, non_blocking=True)
-        self.lengths[index] = torch.from_numpy(lengths).to(device, non_blocking=True)
-
 
 class CachedStep(NamedTuple):
     """Where the tokens of one cached append go, computed once and shared by every layer."""
 
     rows: Tensor | None
     """(A,) cache rows the appended tokens belong to; None: every row, in order."""
+    write_rows: Tensor
+    """(A, 1) the same rows (``arange`` for None), shaped to index a write together with ``slots``."""
     slots: Tensor
     """(A, T) cache slot each token writes to: its position, or the trash slot for padding."""
     mask: Tensor
@@ -174,8 +168,7 @@ class CausalSelfAttention(nn.Module):
         else:
             assert step is not None
             buf = cache.kv[layer]  # (B_cache, S, 2C)
-            rows = torch.arange(B, device=x.device) if step.rows is None else step.rows
-            buf[rows[:, None], step.slots] = qkv[..., C:].to(buf.dtype)  # keys and values of the new tokens
+            buf[step.write_rows, step.slots] = qkv[..., C:].to(buf.dtype)  # keys and values of the new tokens
             k, v = cache.heads_view(layer, step.rows, step.mask.shape[-1])  # (B, H, span, D)
             if not self.fused:  # the plain path's matmuls round by memory layout: give them (B, H, S, D)
                 k, v = k.contiguous(), v.contiguous()
@@ -276,6 +269,17 @@ class Policy(nn.Module):
         """Trainable parameters, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
 
+    def forward_flops(self, tokens: float, keys: float) -> float:
+        """Forward FLOPs of ``tokens`` tokens through the trunk attending to ``keys`` keys in all.
+
+        2 per weight-matrix entry of the blocks per token, plus 4 C per attended key per layer
+        (``q k^T`` and the weighted sum of ``v``). Embedding lookups, biases, norms and the heads are
+        left out: lookups and elementwise work, and the heads run on a few positions per call while
+        rolling out. A training pass costs about 3 forwards (the backward computes two products).
+        """
+        weights = sum(p.numel() for p in self.blocks.parameters() if p.dim() == 2)
+        return 2.0 * weights * tokens + 4.0 * self.config.d_model * self.config.n_layer * keys
+
     # ------------------------------------------------------------------ heads
     def heads(self, h: Tensor) -> PolicyOutput:
         """LM logits and values from final hidden states ``h`` (..., C); both returned in fp32."""
@@ -336,7 +340,7 @@ class Policy(nn.Module):
         counts = host_ints(n_new)
         if index.shape != (A,) or counts.shape != (A,):
             raise ValueError(f"tokens have {A} rows but rows/n_new have shapes {index.shape}/{counts.shape}")
-        new_lengths = cache.host_lengths[index] + counts  # (A,)
+        new_lengths = cache.lengths[index] + counts  # (A,)
         if bool((new_lengths > self.config.max_len).any()):
             over = index[new_lengths > self.config.max_len].tolist()
             raise ValueError(
@@ -345,27 +349,32 @@ class Policy(nn.Module):
             )
         longest = int(new_lengths.max()) if A > 0 else 0
         span = max(longest, 1) if span is None else span
+        # where each token goes, worked out in host memory and sent with the tokens
+        pos = cache.lengths[index][:, None] + np.arange(T)[None, :]  # (A, T)
+        valid = np.arange(T)[None, :] < counts[:, None]  # (A, T)
+        mask = (np.arange(span)[None, None, :] <= pos[:, :, None])[:, None]  # (A, 1, T, span)
         device = tokens.device
-        row_index = None if rows is None else torch.from_numpy(index).to(device, non_blocking=True)
-        n = torch.from_numpy(counts).to(device, non_blocking=True)
-        offsets = torch.arange(T, device=device)  # (T,)
-        valid = offsets[None, :] < n[:, None]  # (A, T)
-        held = cache.lengths if row_index is None else cache.lengths[row_index]  # (A,)
-        pos = held[:, None] + offsets[None, :]  # (A, T)
-        slots = torch.where(valid, pos, cache.trash_slot)  # (A, T)
-        key_slot = torch.arange(span, device=device)  # (span,)
-        mask = (key_slot[None, None, :] <= pos[:, :, None])[:, None]  # (A, 1, T, span)
-        step = CachedStep(rows=row_index, slots=slots, mask=mask)
+        step = CachedStep(
+            rows=None if rows is None else to_device(device, index),
+            write_rows=to_device(device, index[:, None]),
+            slots=to_device(device, np.where(valid, pos, cache.trash_slot)),
+            mask=to_device(device, mask),
+        )
         # Padding gets token 0 at position 0: any in-range ids keep its (ignored) activations finite.
-        safe_tokens = torch.where(valid, tokens, 0)
-        safe_pos = torch.where(valid, pos, 0)
+        safe_tokens = torch.where(to_device(device, valid), tokens, 0)
+        safe_pos = to_device(device, np.where(valid, pos, 0))
         with autocast(device, self.config.bf16):
             x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (A, T, C)
             for layer, block in enumerate(self.blocks):
                 x = block(x, cache, layer, step)
             h = self.ln_f(x)
-        cache.set_lengths(index, new_lengths)
+        cache.lengths[index] = new_lengths
         return h
+
+
+def to_device(device: torch.device, array: np.ndarray) -> Tensor:
+    """A host array on ``device``; the copy does not wait for the device (pageable memory is staged)."""
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
 
 
 def host_ints(values: Ints) -> np.ndarray:
