@@ -21,8 +21,11 @@ Targets on one CPU thread: rollout >= 20 % of the peak, update >= 35 %, harness 
 rollout's time. Policies start untrained (a seeded init): the episodes' lengths, and so the work,
 are the task's. Timings only print; nothing here asserts.
 
+With ``--sync-check`` on CUDA it also plays one batch under ``torch.cuda.set_sync_debug_mode`` and
+prints the host syncs per agent request and per generated token.
+
     PYTHONPATH=. python benchmarks/bench_throughput.py [--models demo x4] [--steps 3] [--threads 1]
-        [--device cpu|cuda] [--rollouts 256] [--set policy.n_layer=4 ...]
+        [--device cpu|cuda] [--rollouts 256] [--set policy.n_layer=4 ...] [--sync-check]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,7 +44,7 @@ import torch
 
 import simlab.train
 from simlab.config import RunConfig, apply_overrides, parse_overrides, resolve
-from simlab.harness import RolloutBatch
+from simlab.harness import RolloutBatch, run_rollouts
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.train import TokenBatch, Trainer
@@ -208,6 +212,35 @@ def measure(cfg: RunConfig, steps: int) -> dict[str, float]:
     return totals
 
 
+def count_syncs(cfg: RunConfig) -> None:
+    """CUDA only: play one batch of rollouts under the sync debug mode and count the host syncs."""
+    device = simlab.train.device_of(cfg)
+    torch.manual_seed(cfg.seed)
+    policy = Policy(cfg.policy).to(device).eval()
+    n = cfg.train.prompts * cfg.train.group_size
+    seen = {"requests": 0, "tokens": 0}
+
+    class CountingAgent(PolicyAgent):
+        def generate(self, request: Any) -> Any:
+            seen["requests"] += 1
+            seen["tokens"] += len(request.contexts) * request.num_tokens
+            return super().generate(request)
+
+    agent = CountingAgent(policy, n, generator=torch.Generator(device).manual_seed(0))
+    env = simlab.train.make_env(cfg, n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            run_rollouts(env, agent, cfg.harness, seed=0, group_size=cfg.train.group_size)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = sum("synchroniz" in str(w.message) for w in caught)
+    print(f"== host syncs while playing {n} rollouts: {syncs} over {seen['requests']} agent requests "
+          f"({syncs / max(seen['requests'], 1):.2f} per request) and {seen['tokens']:,} generated tokens "
+          f"({syncs / max(seen['tokens'], 1):.4f} per token)")
+
+
 # ---------------------------------------------------------------------------------------------- report
 def split(t: dict[str, float]) -> dict[str, float]:
     """The step's wall time by phase (seconds); the phases add up to the step."""
@@ -255,6 +288,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--rollouts", type=int, default=0, help="rollouts per step (prompts = this / G); 0: preset's")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--sync-check", action="store_true",
+                        help="CUDA: count host syncs while playing (torch.cuda.set_sync_debug_mode)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -279,6 +314,8 @@ def main() -> None:
           f"{peak / 1e9:,.1f} GFLOP/s")
     for model, cfg, totals in results:
         report(model, cfg, totals, sheet or peak)
+    if args.sync_check and device.type == "cuda":
+        count_syncs(results[0][1])
 
 
 if __name__ == "__main__":

@@ -123,7 +123,9 @@ class KVCache:
 
     def heads_view(self, layer: int, rows: Tensor | None, span: int) -> tuple[Tensor, Tensor]:
         """Keys and values of slots ``[0, span)`` of ``rows`` (all rows when None), each (R, H, span, D)."""
-        buf = self.kv[layer][:, :span] if rows is None else self.kv[layer][rows, :span]  # (R, span, 2C)
+        buf = self.kv[layer][:, :span]  # (B, span, 2C)
+        if rows is not None:
+            buf = buf.index_select(0, rows)  # (R, span, 2C); several times faster than buf[rows]
         R, C = buf.shape[0], buf.shape[-1] // 2
         k = buf[..., :C].view(R, span, self.n_head, C // self.n_head).transpose(1, 2)
         v = buf[..., C:].view(R, span, self.n_head, C // self.n_head).transpose(1, 2)
