@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from simlab.policy.model import Ints, KVCache, Policy, host_ints, to_device
+from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
 
 
 def check_temperature(temperature: float) -> float:
@@ -309,7 +309,7 @@ class Decoder:
         busy = np.flatnonzero(counts)
         if busy.size:
             if busy.size < index.size:
-                tokens = tokens[torch.from_numpy(busy).to(tokens.device, non_blocking=True)]
+                tokens = tokens[to_device(tokens.device, busy)]
             self._append(index[busy], tokens, counts[busy], reset=False)
         return self.state()
 
@@ -334,11 +334,7 @@ class Decoder:
         """Re-prefill rows ``rows`` (R,) with ``tokens`` (R, T) and ``lengths`` (R,); others are kept."""
         index = self._rows(rows)
         tokens, counts = self._check(tokens, lengths, index.size)
-        max_len = self.policy.config.max_len
-        if bool((counts > max_len).any()):
-            over = index[counts > max_len].tolist()
-            raise ValueError(f"rows {over} would hold more than policy.max_len={max_len} tokens; "
-                             "compact or re-prefill them first")
+        check_room(index, counts, self.policy.config.max_len)  # before emptying: a failed call changes nothing
         self.cache.lengths[index] = 0
         if index.size:
             self._append(index, tokens, counts, reset=True)

@@ -351,12 +351,7 @@ class Policy(nn.Module):
         if index.shape != (A,) or counts.shape != (A,):
             raise ValueError(f"tokens have {A} rows but rows/n_new have shapes {index.shape}/{counts.shape}")
         new_lengths = cache.lengths[index] + counts  # (A,)
-        if bool((new_lengths > self.config.max_len).any()):
-            over = index[new_lengths > self.config.max_len].tolist()
-            raise ValueError(
-                f"rows {over} would hold more than policy.max_len={self.config.max_len} tokens; "
-                "compact or re-prefill them first"
-            )
+        check_room(index, new_lengths, self.config.max_len)
         longest = int(new_lengths.max()) if A > 0 else 0
         span = max(longest, 1) if span is None else span
         # where each token goes, worked out in host memory and sent with the tokens
@@ -379,6 +374,13 @@ class Policy(nn.Module):
             h = self.ln_f(x)
         cache.lengths[index] = new_lengths
         return h
+
+
+def check_room(rows: np.ndarray, lengths: np.ndarray, max_len: int) -> None:
+    """Raise unless every row ``rows[i]`` can hold ``lengths[i]`` tokens."""
+    if bool((lengths > max_len).any()):
+        raise ValueError(f"rows {rows[lengths > max_len].tolist()} would hold more than policy.max_len={max_len} "
+                         "tokens; compact or re-prefill them first")
 
 
 def to_device(device: torch.device, array: np.ndarray) -> Tensor:
