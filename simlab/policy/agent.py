@@ -74,7 +74,7 @@ class PolicyAgent:
         reset_ctx: list[np.ndarray] = []
         for r, ctx in zip(rows.tolist(), contexts, strict=True):
             held = self.held[r]
-            if held is not None and held.size < ctx.size and np.array_equal(ctx[: held.size], held):
+            if held is not None and held.size < ctx.size and bool((ctx[: held.size] == held).all()):
                 grow_rows.append(r)
                 grow_ctx.append(ctx[held.size :])
                 self._count(held.size, ctx.size - held.size)
