@@ -58,8 +58,8 @@ class PolicyAgent:
         share of the compute, which grows with the context where the token count does not."""
         self.reset_count = 0
         self.model_seconds = 0.0
-        """Wall time spent in the policy (trunk, heads, sampling); the rest of a request is glue.
-        Meaningful on the CPU; on CUDA it times kernel launches, not the kernels."""
+        """Wall time spent in the policy (trunk, heads, sampling); the rest of a request is glue. On
+        CUDA the kernels land in it too, since every request ends by reading its tokens back."""
 
     def _count(self, start: int, n: int) -> None:
         """Account for ``n`` tokens appended to a row that held ``start`` tokens."""
