@@ -112,13 +112,6 @@ def report_demo(cfg: RunConfig, rows: list[dict[str, Any]], wall: float, base_s:
 
 
 # ---------------------------------------------------------------------------------------------- horizon
-def flops_per_episode(policy: Policy, tokens: float, keys: float) -> float:
-    """Forward FLOPs: 2 per weight per token (embeddings excluded) + 4 C per attended key per layer."""
-    cfg = policy.config
-    weights = sum(p.numel() for name, p in policy.named_parameters() if "emb" not in name)
-    return 2.0 * weights * tokens + 4.0 * cfg.d_model * cfg.n_layer * keys
-
-
 def episode_cost(cfg: RunConfig, policy: Policy, episodes: int, seed: int) -> dict[str, float]:
     env = make_env(cfg, episodes)
     agent = PolicyAgent(policy, episodes, generator=torch.Generator().manual_seed(seed))
@@ -128,7 +121,7 @@ def episode_cost(cfg: RunConfig, policy: Policy, episodes: int, seed: int) -> di
     env.close()
     tokens, keys = agent.prefilled_tokens / episodes, agent.attended_keys / episodes
     return {"wall_ms": 1e3 * wall / episodes, "tokens": tokens, "keys": keys,
-            "mflops": flops_per_episode(policy, tokens, keys) / 1e6,
+            "mflops": policy.forward_flops(tokens, keys) / 1e6,
             "segments": float(rb.batch.segments_per_rollout.mean()),
             "overlong": float(np.mean([not r.finished for r in rb.rollouts]))}
 

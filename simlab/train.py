@@ -285,6 +285,8 @@ class Trainer:
         elif t.critic == "head":
             self.critic = policy
         self.gen = torch.Generator().manual_seed(cfg.seed)
+        # rollouts sample on the policy's device; on the CPU they share the mini-batch stream as always
+        self.sample_gen = self.gen if self.device.type == "cpu" else torch.Generator(self.device).manual_seed(cfg.seed)
 
     # ------------------------------------------------------------------ one step
     def prompt_seed(self, step: int, *, pretrain: bool = False) -> int:
@@ -300,7 +302,7 @@ class Trainer:
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
-                       group_size=t.group_size, seed=seed, generator=self.gen, base_path=self.base_path)
+                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
         if self.critic is None:
@@ -335,19 +337,25 @@ class Trainer:
 
     def update_policy(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
         t = self.cfg.train
-        self.policy.eval()
-        with torch.no_grad():  # old log-probs under the same masks the update uses (as verl recomputes them)
-            old = score(self.policy, tb, table, t.temperature).logprobs
+        reuse = self.first_epoch_scores_old()
+        if reuse:  # filled by the first epoch, before its optimiser step
+            old = torch.zeros(tb.tokens.shape, device=self.device)
+        else:
+            self.policy.eval()
+            with torch.no_grad():  # old log-probs under the same masks the update uses (as verl recomputes them)
+                old = score(self.policy, tb, table, t.temperature).logprobs
         rows = tb.tokens.shape[0]
         stats: dict[str, list[float]] = {"loss": [], "clip_fraction": [], "approx_kl": [], "entropy": [],
                                          "grad_norm": []}
         self.policy.train()
-        for _ in range(t.epochs):
+        for epoch in range(t.epochs):
             self.opt.zero_grad(set_to_none=True)
             total = torch.zeros((), device=self.device)
             for idx in minibatches(rows, t.minibatch_segments, self.gen):
                 mb = tb.rows(idx)
                 sc = score(self.policy, mb, table, t.temperature)
+                if reuse and epoch == 0:
+                    old[idx] = sc.logprobs.detach()
                 w = grids["weights"][idx]
                 loss, st = clipped_policy_loss(sc.logprobs, old[idx], grids["advantages"][idx], w,
                                                eps_low=t.eps_low, eps_high=t.eps_high)
@@ -427,12 +435,22 @@ class Trainer:
         })
         return metrics
 
+    def first_epoch_scores_old(self) -> bool:
+        """Whether the first epoch's forward gives the old log-probs, saving a pass over the batch.
+
+        Every mini-batch of the first epoch runs before its optimiser step, on the weights that
+        played the rollout; without dropout, train mode computes what eval mode does, and a row's
+        scores do not depend on the rows batched with it (bit for bit on the CPU), so the separate
+        no-grad pass recomputed exactly these numbers.
+        """
+        return self.policy.config.dropout == 0.0
+
     def update_passes(self, policy_update: bool, critic_update: bool) -> int:
-        """Trunk passes over the rollout batch after the rollout: critic values, old log-probs, epochs,
-        critic updates."""
+        """Trunk passes over the rollout batch after the rollout: critic values, old log-probs (unless
+        the first epoch gives them), epochs, critic updates."""
         t = self.cfg.train
         passes = 1 if self.critic is not None else 0
-        passes += 1 + t.epochs if policy_update else 0
+        passes += (0 if self.first_epoch_scores_old() else 1) + t.epochs if policy_update else 0
         passes += t.value_updates if critic_update else 0
         return passes
 

@@ -208,6 +208,15 @@ class _Rollout:
         self.logp.extend([np.nan] * k if logp is None else [float(x) for x in logp])
         self.values.extend([np.nan] * k if values is None else [float(x) for x in values])
 
+    def append_turn(self, marker: int, token: int, phase: int, logp: float, value: float) -> None:
+        """An action or answer turn: the harness's marker, then the agent's optimised token."""
+        self.appended += ACTION_TURN
+        self.ctx += (marker, token)
+        self.phase += (0, phase)
+        self.opt += (False, True)
+        self.logp += (np.nan, logp)
+        self.values += (np.nan, value)
+
     def truncate(self, n: int) -> None:
         for seq in (self.ctx, self.phase, self.opt, self.logp, self.values):
             del seq[n:]
@@ -465,18 +474,13 @@ def run_rollouts(
                     toks, lp, vals = ask(
                         phase, grp, [[*rolls[i].ctx, marker] for i in grp], 1, allowed, actor, who
                     )
-                    for r, i in enumerate(grp):
+                    nan = [np.nan] * len(grp)
+                    lps = nan if lp is None else lp[:, 0].tolist()
+                    vs = nan if vals is None else vals[:, 0].tolist()
+                    for i, tok, lp_i, v_i in zip(grp, toks[:, 0].tolist(), lps, vs, strict=True):
                         ro = rolls[i]
-                        tok = int(toks[r, 0])
                         start = len(ro.ctx)
-                        ro.append([marker])
-                        ro.append(
-                            [tok],
-                            phase,
-                            True,
-                            None if lp is None else lp[r],
-                            None if vals is None else vals[r],
-                        )
+                        ro.append_turn(marker, tok, phase, lp_i, v_i)
                         ro.ctx_lengths.append(len(ro.ctx))
                         if tok == vocab.COMPACT and phase == Phase.ACT:
                             to_compact.append(i)

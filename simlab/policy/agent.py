@@ -9,13 +9,18 @@ their cache.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
+from torch import Tensor
 
 from simlab.harness.protocol import Generation, Request
-from simlab.policy.decode import Decoder, sample
+from simlab.policy.decode import Decoder, draw
 from simlab.policy.model import Policy
 from simlab.update import TrainingDiverged
+
+NON_FINITE = "the policy produced non-finite logits during a rollout"
 
 
 def _right_pad(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,6 +57,9 @@ class PolicyAgent:
         """Keys the processed tokens attended to (a token at position p attends to p + 1): attention's
         share of the compute, which grows with the context where the token count does not."""
         self.reset_count = 0
+        self.model_seconds = 0.0
+        """Wall time spent in the policy (trunk, heads, sampling); the rest of a request is glue. On
+        CUDA the kernels land in it too, since every request ends by reading its tokens back."""
 
     def _count(self, start: int, n: int) -> None:
         """Account for ``n`` tokens appended to a row that held ``start`` tokens."""
@@ -60,60 +68,72 @@ class PolicyAgent:
 
     def _sync(self, rows: np.ndarray, contexts: list[np.ndarray]) -> None:
         """Make cache row ``rows[i]`` hold exactly ``contexts[i]``: append the suffix, or re-prefill."""
-        B = self.decoder.batch_size
-        suffix: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * B
+        grow_rows: list[int] = []
+        grow_ctx: list[np.ndarray] = []
         reset_rows: list[int] = []
         reset_ctx: list[np.ndarray] = []
         for r, ctx in zip(rows.tolist(), contexts, strict=True):
             held = self.held[r]
-            if held is not None and held.size < ctx.size and np.array_equal(ctx[: held.size], held):
-                suffix[r] = ctx[held.size :]
+            if held is not None and held.size < ctx.size and bool((ctx[: held.size] == held).all()):
+                grow_rows.append(r)
+                grow_ctx.append(ctx[held.size :])
                 self._count(held.size, ctx.size - held.size)
             else:
                 reset_rows.append(r)
                 reset_ctx.append(ctx)
                 self._count(0, ctx.size)
             self.held[r] = ctx
+        start = time.perf_counter()
         if reset_rows:
-            tokens, lengths = _right_pad(reset_ctx)
-            self.decoder.reset_rows(torch.tensor(reset_rows), tokens, lengths)
+            self.decoder.reset_rows(np.asarray(reset_rows, dtype=np.int64), *_right_pad(reset_ctx))
             self.reset_count += len(reset_rows)
-        if any(s.size for s in suffix):
-            tokens, lengths = _right_pad(suffix)
-            self.decoder.extend(tokens, lengths)
+        if grow_rows:
+            self.decoder.extend(*_right_pad(grow_ctx), rows=np.asarray(grow_rows, dtype=np.int64))
+        self.model_seconds += time.perf_counter() - start
 
     @torch.no_grad()
     def generate(self, request: Request) -> Generation:
         rows = np.asarray(request.env_ids, dtype=np.int64)
         contexts = [np.asarray(c, dtype=np.int64) for c in request.contexts]
-        self._sync(rows, contexts)
-        device = self.policy.device
-        idx = torch.from_numpy(rows).to(device)
-        allowed = torch.from_numpy(np.asarray(request.allowed, dtype=np.bool_)).to(device)[None, :]
+        allowed_host = np.asarray(request.allowed, dtype=np.bool_)
         n, k = rows.size, request.num_tokens
-        tokens = np.zeros((n, k), dtype=np.int64)
-        logprobs = np.zeros((n, k))
-        values = np.zeros((n, k))
-        B = self.decoder.batch_size
+        if not allowed_host.any():
+            raise ValueError(f"allowed masks of rows {list(range(n))} allow no token; every row needs at least one")
+        self._sync(rows, contexts)
+        start = time.perf_counter()
+        device = self.policy.device
+        idx = torch.from_numpy(rows).to(device, non_blocking=True)
+        allowed = torch.from_numpy(allowed_host).to(device, non_blocking=True)[None, :].expand(n, -1)
         held_keys = sum(c.size for c in contexts)
+        columns: list[Tensor] = []  # per token: (n, 3) token id, log-prob, value, all on the device
+        finite: list[Tensor] = []
         for j in range(k):
-            logits = self.decoder.logits[idx]  # (n, V)
-            if not bool(torch.isfinite(logits).all()):
-                raise TrainingDiverged("the policy produced non-finite logits during a rollout")
-            tok, lp = sample(logits, allowed.expand(n, -1), temperature=self.temperature,
-                             generator=self.generator, greedy=self.greedy)
-            tokens[:, j] = tok.cpu().numpy()
-            logprobs[:, j] = lp.cpu().numpy()
-            if self.policy.value is not None:
-                values[:, j] = self.decoder.values[idx].cpu().numpy()
-            step = torch.zeros(B, dtype=torch.long, device=device)
-            step[idx] = tok
-            active = torch.zeros(B, dtype=torch.bool, device=device)
-            active[idx] = True
-            self.decoder.decode_step(step, active)
+            logits = self._checked(self.decoder.logits[idx], finite)  # (n, V)
+            tok, lp = draw(logits, allowed, temperature=self.temperature, generator=self.generator,
+                           greedy=self.greedy)
+            value = self.decoder.values[idx] if self.policy.value is not None else torch.zeros_like(lp)
+            columns.append(torch.stack([tok.double(), lp.double(), value.double()], dim=-1))
+            self.decoder.append_sampled(rows, tok)
             self.prefilled_tokens += n
             self.attended_keys += held_keys + n * (j + 1)  # row i's token attends to its context + j + 1
+        out = torch.stack(columns, dim=1).cpu().numpy()  # (n, k, 3): the request's one read-back
+        if finite and not bool(torch.stack(finite).all()):
+            raise TrainingDiverged(NON_FINITE)
+        self.model_seconds += time.perf_counter() - start
+        tokens = out[..., 0].astype(np.int64)
         for i, r in enumerate(rows.tolist()):
             self.held[r] = np.concatenate([contexts[i], tokens[i]])
-        return Generation(tokens=tokens, logprobs=logprobs,
-                          values=values if self.policy.value is not None else None)
+        return Generation(tokens=tokens, logprobs=out[..., 1],
+                          values=out[..., 2] if self.policy.value is not None else None)
+
+    @staticmethod
+    def _checked(logits: Tensor, flags: list[Tensor]) -> Tensor:
+        """``logits`` if finite. The CPU checks at once; CUDA keeps the flag for one check per request
+        (a per-token check would stall the stream) and samples from zeros in the meantime."""
+        ok = torch.isfinite(logits).all()
+        if logits.device.type == "cpu":
+            if not bool(ok):
+                raise TrainingDiverged(NON_FINITE)
+            return logits
+        flags.append(ok)
+        return torch.nan_to_num(logits, nan=0.0, posinf=0.0, neginf=0.0)

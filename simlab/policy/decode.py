@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from simlab.policy.model import KVCache, Policy
+from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
 
 
 def check_temperature(temperature: float) -> float:
@@ -77,6 +78,19 @@ def sample(
         if bool(empty.any()):
             rows = torch.nonzero(empty).flatten().tolist()
             raise ValueError(f"allowed masks of rows {rows} allow no token; every row needs at least one")
+    return draw(logits, allowed, temperature=temperature, generator=generator, greedy=greedy)
+
+
+def draw(
+    logits: Tensor,
+    allowed: Tensor | None,
+    *,
+    temperature: float,
+    generator: torch.Generator | None,
+    greedy: bool,
+) -> tuple[Tensor, Tensor]:
+    """:func:`sample` without its check that every row allows a token, which reads the device back;
+    callers check their masks on the host instead."""
     logp = masked_log_softmax(logits, allowed, temperature)  # (B, V)
     tokens = logp.argmax(dim=-1) if greedy else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
@@ -160,17 +174,28 @@ class StepOutput(NamedTuple):
     """(B,) value of each row's current state; None without a value head."""
 
 
+MIN_GEMM_ROWS = 4
+"""MKL's fp32 GEMM rounds differently below 4 rows. Decoding used to run every environment's row on
+every call; to keep its results bit for bit while computing only the rows asked for, a call never
+runs fewer token rows than that (idle rows fill up) unless the whole batch has fewer."""
+
+
 class Decoder:
     """KV-cache incremental decoding for a batch of ``B`` environments, one cache row each.
 
-    Every row has its own length; appends are ragged (right-padded tokens plus a per-row count).
-    The decoder remembers the latest logits and value of each row, so :meth:`sample` can be called
-    after any append. Runs without autograd; put the policy in eval mode for rollouts.
+    Every row has its own length; appends are ragged (right-padded tokens plus a per-row count), and
+    only the rows that receive tokens are computed. The decoder remembers the latest logits and value
+    of each row, so :meth:`sample` can be called after any append. Runs without autograd; put the
+    policy in eval mode for rollouts.
 
     When a compaction starts a new segment in some rows, :meth:`reset_rows` re-prefills only those
-    rows: it runs the trunk on an R-row batch (cost O(R * T) tokens, the same as a prefill of R rows)
-    and copies the result into the cache (O(R * n_layer * max_len * d_model) memory traffic). The
-    other rows keep their cache untouched.
+    rows in place (cost O(R * T) tokens, the same as a prefill of R rows); the other rows keep their
+    cache untouched.
+
+    The results equal, bit for bit on the CPU, those of running the whole batch on every call: each
+    append attends over the span the whole batch would have (the longest row), the heads run on a
+    whole-batch matrix (a one-column GEMM rounds by row position), and small calls are padded to
+    :data:`MIN_GEMM_ROWS` token rows.
     """
 
     def __init__(self, policy: Policy, batch_size: int) -> None:
@@ -186,44 +211,89 @@ class Decoder:
 
     @property
     def lengths(self) -> Tensor:
-        """(B,) tokens currently held by each row."""
-        return self.cache.lengths
+        """(B,) tokens currently held by each row (a copy, in host memory)."""
+        return torch.from_numpy(self.cache.lengths.copy())
 
-    def _check(self, tokens: Tensor, lengths: Tensor, rows: int) -> tuple[Tensor, Tensor]:
-        device = self.policy.device
-        tokens = torch.as_tensor(tokens, device=device)
-        lengths = torch.as_tensor(lengths, device=device)
+    def _check(self, tokens: Tensor, lengths: Ints, rows: int) -> tuple[Tensor, np.ndarray]:
+        """Validated tokens on the policy's device and lengths in host memory (checked on the host)."""
+        tokens = torch.as_tensor(tokens)
         if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.dtype != torch.long:
             raise ValueError(
                 f"tokens must be a ({rows}, T) int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
             )
-        if lengths.shape != (rows,):
-            raise ValueError(f"lengths must have shape ({rows},), got {tuple(lengths.shape)}")
-        lengths = lengths.long()
+        counts = host_ints(lengths)
+        if counts.shape != (rows,):
+            raise ValueError(f"lengths must have shape ({rows},), got {tuple(counts.shape)}")
         T = tokens.shape[1]
-        if bool(((lengths < 0) | (lengths > T)).any()):
-            raise ValueError(f"lengths must lie in [0, {T}], got {lengths.tolist()}")
-        valid = torch.arange(T, device=device)[None, :] < lengths[:, None]
+        if bool(((counts < 0) | (counts > T)).any()):
+            raise ValueError(f"lengths must lie in [0, {T}], got {counts.tolist()}")
+        host = tokens.cpu().numpy()
+        valid = np.arange(T)[None, :] < counts[:, None]
         V = self.policy.config.vocab_size
-        if bool((valid & ((tokens < 0) | (tokens >= V))).any()):
+        if bool((valid & ((host < 0) | (host >= V))).any()):
             raise ValueError(f"token ids must lie in [0, {V}) (policy.vocab_size)")
-        return tokens, lengths
+        return tokens.to(self.policy.device, non_blocking=True), counts
+
+    def _rows(self, rows: Ints) -> np.ndarray:
+        index = host_ints(rows)
+        if (rows.dim() if isinstance(rows, Tensor) else np.ndim(rows)) != 1 or np.unique(index).size != index.size:
+            raise ValueError(f"rows must be a 1-D tensor of distinct row indices, got {index.tolist()}")
+        if bool(((index < 0) | (index >= self.batch_size)).any()):
+            raise ValueError(f"rows must lie in [0, {self.batch_size}), got {index.tolist()}")
+        return index
 
     @torch.no_grad()
-    def _append(self, cache: KVCache, tokens: Tensor, n_new: Tensor) -> StepOutput:
-        """Append to ``cache`` and return the heads at each row's last new token (garbage if n_new=0)."""
-        h = self.policy.forward_cached(tokens, n_new, cache)  # (B, T, C)
-        last = (n_new - 1).clamp(min=0)  # (B,)
-        h_last = h[torch.arange(h.shape[0], device=h.device), last]  # (B, C)
-        return StepOutput(*self.policy.heads(h_last))
+    def _append(self, rows: np.ndarray, tokens: Tensor, counts: np.ndarray, *, reset: bool) -> None:
+        """Append ``counts[i]`` tokens of ``tokens[i]`` to row ``rows[i]`` and remember their heads.
 
-    def _remember(self, rows: Tensor, out: StepOutput, n_new: Tensor) -> StepOutput:
-        """Keep the new logits/values of ``rows`` that received tokens; return the state of all rows."""
-        got = n_new > 0
-        self.logits[rows[got]] = out.logits[got]
-        if out.values is not None:
-            self.values[rows[got]] = out.values[got]
-        return self.state()
+        ``reset``: the rows were just emptied and are prefilled as a batch of their own (attention
+        span and head matrix of those rows alone); otherwise as part of the whole batch.
+        """
+        if reset:
+            span = max(int(counts.max(initial=0)), 1)
+        else:
+            rows, tokens, counts = self._fill(rows, tokens, counts)
+            after = self.cache.lengths.copy()
+            after[rows] += counts
+            span = max(int(after.max(initial=0)), 1)
+        every = rows.size == self.batch_size and bool((rows == np.arange(rows.size)).all())
+        h = self.policy.forward_cached(tokens, counts, self.cache, rows=None if every else rows, span=span)
+        last = to_device(h.device, np.maximum(counts - 1, 0))  # (A,)
+        h_last = h[torch.arange(h.shape[0], device=h.device), last]  # (A, C)
+        logits, values = self._heads(rows, h_last, reset)
+        got = counts > 0
+        if not got.all():
+            keep = to_device(h.device, np.flatnonzero(got))
+            rows, logits = rows[got], logits[keep]
+            values = values[keep] if values is not None else None
+        index = to_device(h.device, rows)
+        self.logits[index] = logits
+        if values is not None:
+            self.values[index] = values
+
+    def _heads(self, rows: np.ndarray, h_last: Tensor, reset: bool) -> tuple[Tensor, Tensor | None]:
+        """Logits (A, V) and values (A,) at ``h_last`` (A, C), from the matrix whole-batch decoding
+        had: the reset rows alone, else all B rows at their own positions (a one-column GEMM rounds
+        by row position)."""
+        if reset:
+            out = self.policy.heads(h_last)
+            return out.logits, out.values
+        index = to_device(h_last.device, rows)
+        whole = h_last.new_zeros(self.batch_size, h_last.shape[-1])  # (B, C)
+        whole[index] = h_last
+        out = self.policy.heads(whole)
+        return out.logits[index], out.values[index] if out.values is not None else None
+
+    def _fill(self, rows: np.ndarray, tokens: Tensor, counts: np.ndarray) -> tuple[np.ndarray, Tensor, np.ndarray]:
+        """``rows`` plus idle rows (nothing appended) up to :data:`MIN_GEMM_ROWS` token rows."""
+        T = tokens.shape[1]
+        need = min(-(-MIN_GEMM_ROWS // T), self.batch_size) - rows.size
+        if need <= 0:
+            return rows, tokens, counts
+        idle = np.setdiff1d(np.arange(self.batch_size), rows)[:need]
+        pad = tokens.new_zeros(idle.size, T)
+        return (np.concatenate([rows, idle]), torch.cat([tokens, pad]),
+                np.concatenate([counts, np.zeros(idle.size, dtype=np.int64)]))
 
     def state(self) -> StepOutput:
         """Latest logits (B, V) and values (B,) of every row: copies, since later appends update the
@@ -231,37 +301,44 @@ class Decoder:
         values = self.values.clone() if self.policy.value is not None else None
         return StepOutput(self.logits.clone(), values)
 
-    def extend(self, tokens: Tensor, lengths: Tensor) -> StepOutput:
-        """Append ``lengths[b]`` tokens of ``tokens`` (B, T) to row ``b`` (0 leaves it unchanged)."""
-        tokens, lengths = self._check(tokens, lengths, self.batch_size)
-        out = self._append(self.cache, tokens, lengths)
-        return self._remember(torch.arange(self.batch_size, device=tokens.device), out, lengths)
+    def extend(self, tokens: Tensor, lengths: Ints, rows: Ints | None = None) -> StepOutput:
+        """Append ``lengths[i]`` tokens of ``tokens`` (R, T) to row ``rows[i]`` (default: row ``i`` of
+        all B); a length of 0 leaves the row unchanged."""
+        index = np.arange(self.batch_size) if rows is None else self._rows(rows)
+        tokens, counts = self._check(tokens, lengths, index.size)
+        busy = np.flatnonzero(counts)
+        if busy.size:
+            if busy.size < index.size:
+                tokens = tokens[to_device(tokens.device, busy)]
+            self._append(index[busy], tokens, counts[busy], reset=False)
+        return self.state()
 
-    def prefill(self, tokens: Tensor, lengths: Tensor) -> StepOutput:
+    def prefill(self, tokens: Tensor, lengths: Ints) -> StepOutput:
         """Forget every row and fill it with ``tokens`` (B, T), right-padded to ``lengths`` (B,)."""
-        self.cache.lengths.zero_()
-        return self.extend(tokens, lengths)
+        tokens, counts = self._check(tokens, lengths, self.batch_size)
+        self.cache.lengths[:] = 0
+        return self.extend(tokens, counts)
 
-    def decode_step(self, next_tokens: Tensor, active: Tensor | None = None) -> StepOutput:
+    def decode_step(self, next_tokens: Tensor, active: Ints | None = None) -> StepOutput:
         """Append one token per row (B,); rows with ``active`` False (finished envs) are left alone."""
         next_tokens = torch.as_tensor(next_tokens, device=self.policy.device)
-        n_new = torch.ones(self.batch_size, dtype=torch.long, device=next_tokens.device)
-        if active is not None:
-            n_new = torch.as_tensor(active, device=next_tokens.device).long()
+        n_new = np.ones(self.batch_size, dtype=np.int64) if active is None else host_ints(active)
         return self.extend(next_tokens[:, None], n_new)
 
-    def reset_rows(self, rows: Tensor, tokens: Tensor, lengths: Tensor) -> StepOutput:
+    def append_sampled(self, rows: np.ndarray, tokens: Tensor) -> None:
+        """Append one sampled token (R,) to each of ``rows`` (distinct, host memory) without reading
+        the device back: the tokens come from :meth:`sample` or :func:`draw`, so they are in range."""
+        self._append(rows, tokens[:, None], np.ones(rows.size, dtype=np.int64), reset=False)
+
+    def reset_rows(self, rows: Ints, tokens: Tensor, lengths: Ints) -> StepOutput:
         """Re-prefill rows ``rows`` (R,) with ``tokens`` (R, T) and ``lengths`` (R,); others are kept."""
-        rows = torch.as_tensor(rows, device=self.policy.device).long()
-        if rows.dim() != 1 or rows.unique().numel() != rows.numel():
-            raise ValueError(f"rows must be a 1-D tensor of distinct row indices, got {rows.tolist()}")
-        if bool(((rows < 0) | (rows >= self.batch_size)).any()):
-            raise ValueError(f"rows must lie in [0, {self.batch_size}), got {rows.tolist()}")
-        tokens, lengths = self._check(tokens, lengths, rows.numel())
-        fresh = self.policy.new_cache(rows.numel())
-        out = self._append(fresh, tokens, lengths)
-        self.cache.assign_rows(rows, fresh)
-        return self._remember(rows, out, lengths)
+        index = self._rows(rows)
+        tokens, counts = self._check(tokens, lengths, index.size)
+        check_room(index, counts, self.policy.config.max_len)  # before emptying: a failed call changes nothing
+        self.cache.lengths[index] = 0
+        if index.size:
+            self._append(index, tokens, counts, reset=True)
+        return self.state()
 
     def sample(
         self,
@@ -275,9 +352,9 @@ class Decoder:
 
         Does not append the token: call :meth:`decode_step` with it (the env may reject or end first).
         """
-        if bool((self.lengths == 0).any()):
-            rows = torch.nonzero(self.lengths == 0).flatten().tolist()
-            raise ValueError(f"rows {rows} hold no tokens; prefill them before sampling")
+        empty = self.cache.lengths == 0
+        if bool(empty.any()):
+            raise ValueError(f"rows {np.flatnonzero(empty).tolist()} hold no tokens; prefill them before sampling")
         tokens, logprobs = sample(
             self.logits, allowed, temperature=temperature, generator=generator, greedy=greedy
         )

@@ -16,11 +16,15 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from simlab.policy.device import autocast
+
+Ints = Tensor | np.ndarray
+"""Row indices or counts: a tensor, or (to keep a CUDA stream free of read-backs) host memory."""
 
 
 @dataclass(frozen=True)
@@ -90,10 +94,16 @@ def config_from_dict(data: dict[str, object]) -> PolicyConfig:
 class KVCache:
     """Keys and values of every layer for ``B`` rows, each row holding its own number of tokens.
 
-    Row ``b`` keeps its tokens in slots ``0 .. lengths[b]-1``; slot ``S-1 = max_len`` is a trash slot
-    that padded (non-)tokens of a ragged append write to, so that one scatter serves every row and
-    no valid slot is ever overwritten. Buffers start at zero so that masked slots never hold NaN
-    (a masked key has weight 0, but 0 * NaN would still poison the output).
+    Row ``b`` keeps its tokens in slots ``0 .. lengths[b]-1`` of ``(B, H, S, D)`` buffers, the layout
+    attention reads fastest (at a 256-token span a ``(B, S, H, D)`` one made decoding 1.7x slower);
+    slot ``S-1 = max_len`` is a trash slot that padded (non-)tokens of a ragged append write to, so
+    that one write serves every row and no valid slot is ever overwritten. Buffers start at zero so
+    that masked slots never hold NaN (a masked key has weight 0, but 0 * NaN would still poison the
+    output); slots past a row's length keep whatever finite values an earlier segment left there,
+    which masking ignores exactly.
+
+    ``lengths`` is kept in host memory: shapes and bounds are decided there, and the positions an
+    append writes go to the device with its tokens, so decoding never reads the device back.
     """
 
     def __init__(self, cfg: PolicyConfig, batch_size: int, device: torch.device, dtype: torch.dtype) -> None:
@@ -101,7 +111,7 @@ class KVCache:
         shape = (batch_size, cfg.n_head, cfg.max_len + 1, head_dim)  # (B, H, S, D)
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layer)]
-        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
+        self.lengths = np.zeros(batch_size, dtype=np.int64)  # (B,)
         self.max_len = cfg.max_len
 
     @property
@@ -112,21 +122,36 @@ class KVCache:
     def trash_slot(self) -> int:
         return self.max_len
 
-    def assign_rows(self, rows: Tensor, other: KVCache) -> None:
-        """Copy every row of ``other`` into rows ``rows`` of this cache (slots past its lengths included)."""
-        for layer in range(len(self.k)):
-            self.k[layer][rows] = other.k[layer]
-            self.v[layer][rows] = other.v[layer]
-        self.lengths[rows] = other.lengths
+    def flat_slots(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """(A * T * H,) indices into a buffer viewed as (B * H * S, D) of each token's slot in each head,
+        for rows (A,) and slots (A, T): a write then copies whole D-vectors (``index_copy_``)."""
+        _, H, S, _ = self.k[0].shape
+        return ((rows[:, None, None] * H + np.arange(H)[None, None, :]) * S + slots[:, :, None]).reshape(-1)
+
+    def write(self, layer: int, step: CachedStep, k: Tensor, v: Tensor) -> None:
+        """Store the new tokens' keys and values, each (A, T, H, D), at ``step``'s slots."""
+        for buf, new in ((self.k[layer], k), (self.v[layer], v)):
+            D = buf.shape[-1]
+            buf.view(-1, D).index_copy_(0, step.slots, new.reshape(-1, D).to(buf.dtype))
+
+    def read(self, layer: int, rows: Tensor | None, span: int) -> tuple[Tensor, Tensor]:
+        """Keys and values of slots ``[0, span)`` of ``rows`` (all rows when None), each (R, H, span, D)."""
+        k, v = self.k[layer][:, :, :span], self.v[layer][:, :, :span]  # (B, H, span, D)
+        if rows is None:
+            return k, v
+        return k.index_select(0, rows), v.index_select(0, rows)  # several times faster than k[rows]
 
 
 class CachedStep(NamedTuple):
     """Where the tokens of one cached append go, computed once and shared by every layer."""
 
+    rows: Tensor | None
+    """(A,) cache rows the appended tokens belong to; None: every row, in order."""
     slots: Tensor
-    """(B, T) cache slot each token writes to: its position, or the trash slot for padding."""
+    """(A * T * H,) where each token's key and value go in each head (:meth:`KVCache.flat_slots`):
+    its position, or the trash slot for padding."""
     mask: Tensor
-    """(B, 1, T, S_used) True where a query may attend to a key slot (key slot <= query position)."""
+    """(A, 1, T, span) True where a query may attend to a key slot (key slot <= query position)."""
 
 
 class CausalSelfAttention(nn.Module):
@@ -145,21 +170,19 @@ class CausalSelfAttention(nn.Module):
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, T, C) -> (B, H, T, D)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        qkv = self.qkv(x)  # (B, T, 3C)
+        q = qkv[..., :C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, D)
         mask: Tensor | None = None
-        if cache is not None:
+        if cache is None:
+            k = qkv[..., C : 2 * C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = qkv[..., 2 * C :].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        else:
             assert step is not None
-            index = step.slots[:, None, :, None].expand_as(k)  # (B, H, T, D)
-            cache.k[layer].scatter_(2, index, k.to(cache.k[layer].dtype))
-            cache.v[layer].scatter_(2, index, v.to(cache.v[layer].dtype))
-            used = step.mask.shape[-1]
-            k = cache.k[layer][:, :, :used].to(q.dtype)  # (B, H, S_used, D)
-            v = cache.v[layer][:, :, :used].to(q.dtype)
-            mask = step.mask
+            # (B, T, C) -> (B, T, H, D): the order a write to (row, slot) pairs takes
+            cache.write(layer, step, qkv[..., C : 2 * C].view(B, T, self.n_head, C // self.n_head),
+                        qkv[..., 2 * C :].view(B, T, self.n_head, C // self.n_head))
+            k, v = cache.read(layer, step.rows, step.mask.shape[-1])  # (B, H, span, D)
+            k, v, mask = k.to(q.dtype), v.to(q.dtype), step.mask
         y = self._attend(q, k, v, mask)  # (B, H, T, D)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_drop(self.proj(y))
@@ -256,6 +279,17 @@ class Policy(nn.Module):
         """Trainable parameters, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
 
+    def forward_flops(self, tokens: float, keys: float) -> float:
+        """Forward FLOPs of ``tokens`` tokens through the trunk attending to ``keys`` keys in all.
+
+        2 per weight-matrix entry of the blocks per token, plus 4 C per attended key per layer
+        (``q k^T`` and the weighted sum of ``v``). Embedding lookups, biases, norms and the heads are
+        left out: lookups and elementwise work, and the heads run on a few positions per call while
+        rolling out. A training pass costs about 3 forwards (the backward computes two products).
+        """
+        weights = sum(p.numel() for p in self.blocks.parameters() if p.dim() == 2)
+        return 2.0 * weights * tokens + 4.0 * self.config.d_model * self.config.n_layer * keys
+
     # ------------------------------------------------------------------ heads
     def heads(self, h: Tensor) -> PolicyOutput:
         """LM logits and values from final hidden states ``h`` (..., C); both returned in fp32."""
@@ -287,47 +321,78 @@ class Policy(nn.Module):
         dtype = torch.bfloat16 if (self.config.bf16 and self.device.type == "cuda") else torch.float32
         return KVCache(self.config, batch_size, self.device, dtype)
 
-    def forward_cached(self, tokens: Tensor, n_new: Tensor, cache: KVCache) -> Tensor:
-        """Append ``n_new[b]`` tokens to row ``b`` of ``cache`` and return their final hidden states.
+    def forward_cached(
+        self,
+        tokens: Tensor,
+        n_new: Ints,
+        cache: KVCache,
+        rows: Ints | None = None,
+        span: int | None = None,
+    ) -> Tensor:
+        """Append ``n_new[a]`` tokens to cache row ``rows[a]`` and return their final hidden states.
 
         Args:
-            tokens: (B, T) right-padded new tokens; entries at ``t >= n_new[b]`` are ignored.
-            n_new: (B,) how many of each row's tokens are real (0 leaves the row untouched).
+            tokens: (A, T) right-padded new tokens; entries at ``t >= n_new[a]`` are ignored.
+            n_new: (A,) how many of each row's tokens are real (0 leaves the row untouched); read on
+                the host, so pass host memory to keep a CUDA stream free of syncs.
             cache: holds each row's earlier tokens; updated in place (keys, values and lengths).
+            rows: (A,) distinct cache rows, in host memory; None means every row in order (A = B).
+                Only these rows are computed: idle rows cost nothing.
+            span: key slots attention reads, at least the longest of ``rows`` after the append
+                (the default). The attention kernel's rounding depends on it, so a caller that must
+                reproduce another batching's results bit for bit passes that batching's span.
 
         Returns:
-            (B, T, C) hidden states after the final LayerNorm; rows past ``n_new`` hold garbage.
+            (A, T, C) hidden states after the final LayerNorm; rows past ``n_new`` hold garbage.
         """
-        B, T = tokens.shape
-        if cache.batch_size != B:
-            raise ValueError(f"cache holds {cache.batch_size} rows but tokens have {B}")
-        n_new = n_new.to(device=tokens.device, dtype=torch.long)
-        offsets = torch.arange(T, device=tokens.device)  # (T,)
-        valid = offsets[None, :] < n_new[:, None]  # (B, T)
-        pos = cache.lengths[:, None] + offsets[None, :]  # (B, T)
-        new_lengths = cache.lengths + n_new  # (B,)
-        longest = int(new_lengths.max()) if B > 0 else 0
-        if longest > self.config.max_len:
-            rows = torch.nonzero(new_lengths > self.config.max_len).flatten().tolist()
-            raise ValueError(
-                f"rows {rows} would hold more than policy.max_len={self.config.max_len} tokens; "
-                "compact or re-prefill them first"
-            )
-        slots = torch.where(valid, pos, cache.trash_slot)  # (B, T)
-        used = max(longest, 1)
-        key_slot = torch.arange(used, device=tokens.device)  # (S_used,)
-        mask = (key_slot[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, S_used)
-        step = CachedStep(slots=slots, mask=mask)
+        A, T = tokens.shape
+        index = np.arange(cache.batch_size) if rows is None else host_ints(rows)
+        counts = host_ints(n_new)
+        if index.shape != (A,) or counts.shape != (A,):
+            raise ValueError(f"tokens have {A} rows but rows/n_new have shapes {index.shape}/{counts.shape}")
+        new_lengths = cache.lengths[index] + counts  # (A,)
+        check_room(index, new_lengths, self.config.max_len)
+        longest = int(new_lengths.max()) if A > 0 else 0
+        span = max(longest, 1) if span is None else span
+        # where each token goes, worked out in host memory and sent with the tokens
+        pos = cache.lengths[index][:, None] + np.arange(T)[None, :]  # (A, T)
+        valid = np.arange(T)[None, :] < counts[:, None]  # (A, T)
+        mask = (np.arange(span)[None, None, :] <= pos[:, :, None])[:, None]  # (A, 1, T, span)
+        device = tokens.device
+        step = CachedStep(
+            rows=None if rows is None else to_device(device, index),
+            slots=to_device(device, cache.flat_slots(index, np.where(valid, pos, cache.trash_slot))),
+            mask=to_device(device, mask),
+        )
         # Padding gets token 0 at position 0: any in-range ids keep its (ignored) activations finite.
-        safe_tokens = torch.where(valid, tokens, 0)
-        safe_pos = torch.where(valid, pos, 0)
-        with autocast(tokens.device, self.config.bf16):
-            x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (B, T, C)
+        safe_tokens = torch.where(to_device(device, valid), tokens, 0)
+        safe_pos = to_device(device, np.where(valid, pos, 0))
+        with autocast(device, self.config.bf16):
+            x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (A, T, C)
             for layer, block in enumerate(self.blocks):
                 x = block(x, cache, layer, step)
             h = self.ln_f(x)
-        cache.lengths = new_lengths
+        cache.lengths[index] = new_lengths
         return h
+
+
+def check_room(rows: np.ndarray, lengths: np.ndarray, max_len: int) -> None:
+    """Raise unless every row ``rows[i]`` can hold ``lengths[i]`` tokens."""
+    if bool((lengths > max_len).any()):
+        raise ValueError(f"rows {rows[lengths > max_len].tolist()} would hold more than policy.max_len={max_len} "
+                         "tokens; compact or re-prefill them first")
+
+
+def to_device(device: torch.device, array: np.ndarray) -> Tensor:
+    """A host array on ``device``; the copy does not wait for the device (pageable memory is staged)."""
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
+
+
+def host_ints(values: Ints) -> np.ndarray:
+    """An int64 numpy copy of ``values``; a device tensor is read back (a sync), so pass host memory."""
+    if isinstance(values, Tensor):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
 def critic_from(policy: Policy) -> Policy:

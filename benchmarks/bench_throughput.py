@@ -1,0 +1,322 @@
+"""Training throughput against what the machine can do: model FLOP/s as a fraction of a measured peak.
+
+In one run it measures the peak, a plain matmul at its best size (fp32 on the CPU, on ``--threads``
+threads; bf16 on CUDA, where the datasheet's dense bf16 peak is printed too when the GPU is known),
+then plays and updates a few RL steps of the demo preset (``keyrecall-mini``, ``supo``: 32 prompts x
+G = 8) with each policy of ``--models``: the preset's own (2 layers, d = 64) and one with 4x its trunk
+weights (d = 128). Per model it prints:
+
+- rollout and update GFLOP/s and their fraction of the peak. FLOPs are counted as ``bench_train.py
+  horizon`` counts them (``Policy.forward_flops``: weights plus attended keys) over the real tokens:
+  each rollout token once; each update pass once if it runs without gradients (critic values, old
+  log-probs), three times with them (forward and backward);
+- RL-step tokens/s: the batch's tokens over the whole step's wall time, and the rollout and update
+  phases' trunk tokens/s as ``bench_train.py demo`` prints them;
+- the step's time split: env, harness (the agent loop, the policy agent's glue, batching), model
+  (trunk, heads and sampling while playing; forward and backward while updating), credit (the credit
+  layer), optimiser (zeroing, clipping, Adam), other (metrics). Phases are timed by wrapping the
+  trainer's own functions for the duration of the run; nothing in ``simlab`` changes.
+
+Targets on one CPU thread: rollout >= 20 % of the peak, update >= 35 %, harness <= 30 % of a
+rollout's time. Policies start untrained (a seeded init): the episodes' lengths, and so the work,
+are the task's. Timings only print; nothing here asserts.
+
+With ``--sync-check`` on CUDA it also plays one batch under ``torch.cuda.set_sync_debug_mode`` and
+prints the host syncs per agent request and per generated token.
+
+    PYTHONPATH=. python benchmarks/bench_throughput.py [--models demo x4] [--steps 3] [--threads 1]
+        [--device cpu|cuda] [--rollouts 256] [--set policy.n_layer=4 ...] [--sync-check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+import simlab.train
+from simlab.config import RunConfig, apply_overrides, parse_overrides, resolve
+from simlab.harness import RolloutBatch, run_rollouts
+from simlab.policy.agent import PolicyAgent
+from simlab.policy.model import Policy
+from simlab.train import TokenBatch, Trainer
+
+PRESET, RECIPE = "keyrecall-mini", "supo"
+MODELS: dict[str, dict[str, Any]] = {
+    "demo": {},  # the preset's policy: 2 layers, d = 64, 4 heads
+    "x4": {"policy.d_model": 128},  # twice the width, 4x the trunk weights
+    "10m": {"policy.d_model": 384, "policy.n_layer": 6, "policy.n_head": 6},  # about 10.6M trunk weights
+}
+TARGETS = {"rollout": 0.20, "update": 0.35, "harness": 0.30}
+BF16_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}
+"""Dense bf16 tensor-core peaks from the datasheets (SXM parts), by a substring of the device name."""
+
+
+# ---------------------------------------------------------------------------------------------- peak
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_peak(device: torch.device, seconds: float = 0.5) -> tuple[float, int]:
+    """Best FLOP/s of an (n, n) @ (n, n) matmul over a few sizes, and the size that reached it."""
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    sizes = (4096, 8192, 16384) if device.type == "cuda" else (256, 512, 1024)
+    best, best_n = 0.0, 0
+    for n in sizes:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        a @ b  # warm-up: kernels, allocator
+        reps, start = 0, time.perf_counter()
+        sync(device)
+        while time.perf_counter() - start < seconds:
+            a @ b
+            reps += 1
+            sync(device)
+        rate = 2.0 * n**3 * reps / (time.perf_counter() - start)
+        if rate > best:
+            best, best_n = rate, n
+    return best, best_n
+
+
+def datasheet_peak(device: torch.device) -> float | None:
+    """The device's dense bf16 peak in FLOP/s when its name is in :data:`BF16_PEAK_TFLOPS`."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((tf * 1e12 for key, tf in BF16_PEAK_TFLOPS.items() if key in name), None)
+
+
+# ---------------------------------------------------------------------------------------------- timers
+@dataclass
+class Probe:
+    """What the wrapped trainer functions saw during the measured steps."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    agents: list[PolicyAgent] = field(default_factory=list)
+    batches: list[RolloutBatch] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def patched(owner: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    original = getattr(owner, name)
+    setattr(owner, name, wrap(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def timing(probe: Probe, key: str, device: torch.device) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A wrapper that adds each call's wall time (synchronised on CUDA) to ``probe.seconds[key]``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            sync(device)
+            start = time.perf_counter()
+            out = fn(*args, **kwargs)
+            sync(device)
+            probe.seconds[key] += time.perf_counter() - start
+            return out
+
+        return timed
+
+    return wrap
+
+
+@contextlib.contextmanager
+def probing(probe: Probe, device: torch.device) -> Iterator[None]:
+    """Wrap the trainer's phases: credit, the optimiser's calls, batching, and keep agents and batches."""
+
+    class RecordingAgent(PolicyAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            probe.agents.append(self)
+
+    def keep_batch(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def rollout(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            probe.batches.append(out[0])
+            return out
+
+        return rollout
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(patched(simlab.train, "PolicyAgent", lambda _: RecordingAgent))
+        stack.enter_context(patched(Trainer, "rollout", keep_batch))
+        stack.enter_context(patched(Trainer, "credit", timing(probe, "credit", device)))
+        stack.enter_context(patched(TokenBatch, "from_rollouts", timing(probe, "batching", device)))
+        for owner, name in ((torch.optim.Adam, "step"), (torch.optim.Optimizer, "zero_grad"),
+                            (torch.nn.utils, "clip_grad_norm_")):
+            stack.enter_context(patched(owner, name, timing(probe, "optimiser", device)))
+        yield
+
+
+# ---------------------------------------------------------------------------------------------- steps
+def run_config(model: str, overrides: dict[str, Any], device: str, rollouts: int) -> RunConfig:
+    nested = {"task": {"preset": PRESET}, "train": {"recipe": RECIPE}, "device": device}
+    own = {**MODELS[model], **overrides}
+    cfg = resolve(apply_overrides(nested, own))
+    if rollouts and "train.prompts" not in own:
+        cfg = resolve(apply_overrides(nested, {**own, "train.prompts": max(rollouts // cfg.train.group_size, 1)}))
+    return cfg
+
+
+def segment_work(batches: list[RolloutBatch]) -> tuple[int, int]:
+    """Real tokens of the batches' segments, and the keys one causal pass over them attends to."""
+    lengths = np.array([s.tokens.size for rb in batches for s in rb.segments], dtype=np.int64)
+    return int(lengths.sum()), int((lengths * (lengths + 1) // 2).sum())
+
+
+def measure(cfg: RunConfig, steps: int) -> dict[str, float]:
+    """Play and update ``steps`` RL steps (after one warm-up) and return their totals."""
+    device = simlab.train.device_of(cfg)
+    torch.manual_seed(cfg.seed)
+    policy = Policy(cfg.policy).to(device)
+    trainer = Trainer(cfg, policy)
+    trainer.step(0)  # warm-up: allocator, kernels, numba's compiled credit loops
+    probe = Probe()
+    totals: dict[str, float] = defaultdict(float)
+    with probing(probe, device):
+        for step in range(1, steps + 1):
+            sync(device)
+            start = time.perf_counter()
+            metrics = trainer.step(step)
+            sync(device)
+            totals["step"] += time.perf_counter() - start
+            totals["rollout"] += metrics["perf/rollout_s"]
+            totals["update"] += metrics["perf/update_s"]
+            totals["update_trunk_tokens"] += metrics["perf/update_tokens"]
+    totals.update(probe.seconds)
+    totals["env"] = sum(rb.env_seconds for rb in probe.batches)
+    totals["rollout_model"] = sum(a.model_seconds for a in probe.agents)
+    tokens = sum(a.prefilled_tokens for a in probe.agents)
+    keys = sum(a.attended_keys for a in probe.agents)
+    totals["rollout_tokens"] = tokens
+    totals["rollout_flops"] = policy.forward_flops(tokens, keys)
+    seg_tokens, seg_keys = segment_work(probe.batches)
+    critic = trainer.critic is not None and cfg.train.algorithm == "ppo"
+    passes = trainer.update_passes(True, critic)
+    grad_passes = cfg.train.epochs + (cfg.train.value_updates if critic else 0)
+    totals["update_flops"] = policy.forward_flops(seg_tokens, seg_keys) * (passes - grad_passes + 3 * grad_passes)
+    totals["batch_tokens"] = seg_tokens
+    totals["params"] = policy.num_parameters()
+    return totals
+
+
+def count_syncs(cfg: RunConfig) -> None:
+    """CUDA only: play one batch of rollouts under the sync debug mode and count the host syncs."""
+    device = simlab.train.device_of(cfg)
+    torch.manual_seed(cfg.seed)
+    policy = Policy(cfg.policy).to(device).eval()
+    n = cfg.train.prompts * cfg.train.group_size
+    seen = {"requests": 0, "tokens": 0}
+
+    class CountingAgent(PolicyAgent):
+        def generate(self, request: Any) -> Any:
+            seen["requests"] += 1
+            seen["tokens"] += len(request.contexts) * request.num_tokens
+            return super().generate(request)
+
+    agent = CountingAgent(policy, n, generator=torch.Generator(device).manual_seed(0))
+    env = simlab.train.make_env(cfg, n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            run_rollouts(env, agent, cfg.harness, seed=0, group_size=cfg.train.group_size)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = sum("synchroniz" in str(w.message) for w in caught)
+    print(f"== host syncs while playing {n} rollouts: {syncs} over {seen['requests']} agent requests "
+          f"({syncs / max(seen['requests'], 1):.2f} per request) and {seen['tokens']:,} generated tokens "
+          f"({syncs / max(seen['tokens'], 1):.4f} per token)")
+
+
+# ---------------------------------------------------------------------------------------------- report
+def split(t: dict[str, float]) -> dict[str, float]:
+    """The step's wall time by phase (seconds); the phases add up to the step."""
+    rollout_harness = t["rollout"] - t["env"] - t["rollout_model"]
+    update_model = t["update"] - t["credit"] - t["optimiser"] - t["batching"]
+    return {
+        "env": t["env"],
+        "harness": rollout_harness + t["batching"],
+        "model": t["rollout_model"] + update_model,
+        "credit": t["credit"],
+        "optimiser": t["optimiser"],
+        "other": t["step"] - t["rollout"] - t["update"],
+    }
+
+
+def verdict(value: float, target: float, at_most: bool = False) -> str:
+    met = value <= target if at_most else value >= target
+    return f"{'meets' if met else 'misses'} {'<=' if at_most else '>='} {target:.0%}"
+
+
+def report(name: str, cfg: RunConfig, t: dict[str, float], peak: float) -> None:
+    p = cfg.policy
+    rollout_rate, update_rate = t["rollout_flops"] / t["rollout"], t["update_flops"] / t["update"]
+    harness = (t["rollout"] - t["env"] - t["rollout_model"]) / t["rollout"]
+    print(f"-- {name}: {p.n_layer} layers, d={p.d_model}, {p.n_head} heads, {t['params'] / 1e6:.2f}M parameters; "
+          f"{cfg.train.prompts} prompts x G={cfg.train.group_size} per step")
+    print(f"   rollout   {rollout_rate / 1e9:7.2f} GFLOP/s = {rollout_rate / peak:6.1%} of peak "
+          f"({verdict(rollout_rate / peak, TARGETS['rollout'])}); "
+          f"{t['rollout_tokens'] / t['rollout']:,.0f} trunk tokens/s")
+    print(f"   update    {update_rate / 1e9:7.2f} GFLOP/s = {update_rate / peak:6.1%} of peak "
+          f"({verdict(update_rate / peak, TARGETS['update'])}); "
+          f"{t['update_trunk_tokens'] / t['update']:,.0f} trunk tokens/s")
+    print(f"   harness   {harness:6.1%} of the rollout's time ({verdict(harness, TARGETS['harness'], at_most=True)})")
+    print(f"   RL step   {t['step'] / t['steps']:.3f} s, {t['batch_tokens'] / t['step']:,.0f} batch tokens/s; "
+          f"rollout {t['rollout'] / t['step']:.0%}, update {t['update'] / t['step']:.0%}")
+    shares = "  ".join(f"{k} {v / t['step']:5.1%}" for k, v in split(t).items())
+    print(f"   time      {shares}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=["demo", "x4"], choices=list(MODELS))
+    parser.add_argument("--steps", type=int, default=3, help="measured RL steps per model (after one warm-up)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--rollouts", type=int, default=0, help="rollouts per step (prompts = this / G); 0: preset's")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--sync-check", action="store_true",
+                        help="CUDA: count host syncs while playing (torch.cuda.set_sync_debug_mode)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    overrides = parse_overrides(args.overrides)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
+    print(f"torch {torch.__version__}, {name}")
+    peak, n = matmul_peak(device)
+    kind = "bf16" if device.type == "cuda" else "fp32"
+    print(f"== peak: {kind} matmul {peak / 1e9:,.1f} GFLOP/s (best size {n} x {n}, measured before the models)")
+    sheet = datasheet_peak(device)
+    if sheet is not None:
+        print(f"   datasheet dense bf16 peak {sheet / 1e12:,.0f} TFLOP/s: the fractions below use it (MFU)")
+    results = []
+    for model in args.models:
+        cfg = run_config(model, overrides, args.device, args.rollouts)
+        totals = measure(cfg, args.steps)
+        totals["steps"] = args.steps
+        results.append((model, cfg, totals))
+    after, _ = matmul_peak(device)
+    peak = max(peak, after)
+    print(f"== peak again after the models: {after / 1e9:,.1f} GFLOP/s; fractions use the larger, "
+          f"{peak / 1e9:,.1f} GFLOP/s")
+    for model, cfg, totals in results:
+        report(model, cfg, totals, sheet or peak)
+    if args.sync_check and device.type == "cuda":
+        count_syncs(results[0][1])
+
+
+if __name__ == "__main__":
+    main()
