@@ -37,7 +37,7 @@ from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.decode import score_tokens
 from simlab.policy.device import default_device
-from simlab.policy.model import Policy, critic_from, forward_flops
+from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
 from simlab.summarisers import SUMMARISERS
 from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
@@ -191,7 +191,7 @@ def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, fl
     return {
         f"{prefix}/tokens_per_episode": tokens,
         f"{prefix}/keys_per_episode": keys,
-        f"{prefix}/mflops_per_episode": forward_flops(agent.policy, tokens, keys) / 1e6,
+        f"{prefix}/mflops_per_episode": agent.policy.forward_flops(tokens, keys) / 1e6,
     }
 
 

@@ -408,12 +408,3 @@ def critic_from(policy: Policy) -> Policy:
     assert not unexpected, unexpected
     assert all(k.startswith("value.") for k in missing), missing
     return critic
-
-
-def forward_flops(policy: Policy, tokens: float, keys: float) -> float:
-    """Forward FLOPs of ``tokens`` trunk tokens that attended to ``keys`` keys in all: 2 per weight per
-    token (embeddings excluded: a lookup) plus 4 d per attended key per layer (scores and the weighted
-    sum). Attention dominates once contexts pass about 6 d tokens."""
-    cfg = policy.config
-    weights = sum(p.numel() for name, p in policy.named_parameters() if "emb" not in name)
-    return 2.0 * weights * tokens + 4.0 * cfg.d_model * cfg.n_layer * keys

@@ -6,9 +6,9 @@ import math
 
 from simlab.config import resolve
 from simlab.sinks import JsonlSink, read_metrics
+from simlab.tasks.config import KeyRecallConfig
+from simlab.tasks.presets import PRESETS, Preset
 from simlab.train import train
-from tasks.config import KeyRecallConfig
-from tasks.presets import PRESETS, Preset
 
 WIDE = Preset(
     "keyrecall-wide-test",
