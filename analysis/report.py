@@ -39,6 +39,13 @@ from simlab.analysis.tables import check_output_dir, markdown_table, write_table
 EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
 HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
+EVAL_HEALTH = {
+    "overlong": ("overlong rate (%)", "overlong_rate", 100.0),
+    "segments": ("segments per episode", "segments_mean", 1.0),
+    "holds_answer": ("summaries holding the answer (%)", "summary_holds_answer", 100.0),
+}
+"""What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
+The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
 CREDIT_KEYS = {
     "weight_share": "health/longer/loss_share",
     "token_share": "health/longer/token_share",
@@ -177,7 +184,7 @@ def _read_sqlite(db: Path, experiment: str) -> _Frames:
         params = keyed("params", list(PARAMS), _KV_SCHEMA)
         latest_keys = [*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())]
         latest = keyed("latest_metrics", latest_keys, _METRIC_SCHEMA)
-        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values()]
+        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *_eval_health_keys()]
         history = read(
             f'SELECT run_uuid AS run_id, "key", step, timestamp, value, is_nan FROM metrics WHERE {in_experiment} '
             f'AND ("key" IN ({",".join("?" * len(curve_keys))}) OR "key" LIKE ? ESCAPE \'\\\')',
@@ -524,6 +531,49 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def _eval_health_keys() -> list[str]:
+    return [f"eval/{name}/{suffix}" for name in EVALUATIONS for _, suffix, _ in EVAL_HEALTH.values()]
+
+
+def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
+    """Per variant and evaluation, the final evaluation's overlong rate, segments per episode and share of
+    summaries holding the answer: mean and SE over seeds (fractions; the Markdown prints rates in percent)."""
+    if sweep.history is None:
+        return None
+    keys = _eval_health_keys()
+    h = sweep.history.filter(pl.col("key").is_in(keys) & pl.col("value").is_not_nan())
+    if h.height == 0:
+        return None
+    final = h.sort("step").group_by(["variant", "seed", "key"]).agg(pl.col("value").last())
+    rows = []
+    for variant in sweep.variants:
+        for name in EVALUATIONS:
+            row: dict[str, Any] = {"variant": variant, "evaluation": name}
+            for field, (_, suffix, scale) in EVAL_HEALTH.items():
+                values = final.filter((pl.col("variant") == variant) & (pl.col("key") == f"eval/{name}/{suffix}"))
+                v = values.get_column("value").to_numpy()
+                m = stats.mean_se(v) if v.size else None
+                row[field] = None if m is None else m.mean
+                row[f"{field}_se"] = None if m is None or v.size < 2 else m.se
+            rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def evaluation_markdown(table: pl.DataFrame) -> str:
+    headers = ["Variant", "Evaluation", *(label for label, _, _ in EVAL_HEALTH.values())]
+    rows = [
+        [r["variant"], r["evaluation"].replace("_", "-"),
+         *(_mean_se_text(r[f], r[f"{f}_se"], scale, ".1f" if scale > 1 else ".2f")
+           for f, (_, _, scale) in EVAL_HEALTH.items())]
+        for r in table.iter_rows(named=True)
+    ]
+    return ("### What the evaluations saw (final evaluation; mean ± SE over seeds)\n\n"
+            "Beside success: how often an episode ended unanswered (overlong: out of window, steps or compactions), "
+            "how many segments it took, and how many of its summaries held the answer. A policy that learned "
+            "behaviour which only fits with compaction shows a single-window overlong rate near 100%.\n\n"
+            + markdown_table(headers, rows))
+
+
 def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
@@ -648,6 +698,9 @@ def to_markdown(
                 ]
             )
         parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
+    evaluations = evaluation_table(sweep)
+    if evaluations is not None:
+        parts.append(evaluation_markdown(evaluations))
     credit = credit_table(sweep)
     if credit is not None:
         parts.append(credit_markdown(credit))
