@@ -549,7 +549,7 @@ def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
     for variant in sweep.variants:
         for name in EVALUATIONS:
             row: dict[str, Any] = {"variant": variant, "evaluation": name}
-            for field, (_, suffix, scale) in EVAL_HEALTH.items():
+            for field, (_, suffix, _) in EVAL_HEALTH.items():
                 values = final.filter((pl.col("variant") == variant) & (pl.col("key") == f"eval/{name}/{suffix}"))
                 v = values.get_column("value").to_numpy()
                 m = stats.mean_se(v) if v.size else None
