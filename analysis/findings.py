@@ -34,8 +34,15 @@ import polars as pl
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
 
-SPEC_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "findings"
-"""Where the findings specs live (the repository's ``sweeps/findings``)."""
+def _spec_dir() -> Path:
+    from simlab.sweep.shipped import shipped_dir
+
+    shipped = shipped_dir()
+    return (shipped if shipped is not None else Path("sweeps")) / "findings"
+
+
+SPEC_DIR = _spec_dir()
+"""Where the findings specs live: the checkout's ``sweeps/findings``, or ``simlab/specs/findings`` when installed."""
 EXPORT_DIR = Path(__file__).resolve().parent / "findings"
 """Where the per-trial exports are committed."""
 REDUCES = ("final", "first", "mean")
