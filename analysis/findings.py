@@ -34,6 +34,7 @@ import polars as pl
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
 
+
 def _spec_dir() -> Path:
     from simlab.sweep.shipped import shipped_dir
 
