@@ -33,7 +33,7 @@ class AuditDataError(ValueError):
 
 def default_data_path() -> Path:
     """The packaged ``analysis/published.toml``."""
-    return Path(str(resources.files("analysis") / "published.toml"))
+    return Path(str(resources.files("simlab.analysis") / "published.toml"))
 
 
 # --------------------------------------------------------------------------------------- records
