@@ -349,10 +349,10 @@ def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None
         half = None if row.published is None else abs(row.published) / 2
         if main.identical:
             return "tie", "the arms were identical in every seed"
-        decided = half is not None and main.mde <= half
-        need = f"decided: MDE {main.mde:.1f} <= {half:.1f}" if decided else (
-            f"undecided: MDE {main.mde:.1f}" + (f" > {half:.1f}" if half is not None else ""))
-        return "tie", need
+        if half is None:
+            return "tie", f"MDE {main.mde:.1f}; no published delta to hold it against"
+        decided = main.mde <= half
+        return "tie", f"{'decided' if decided else 'undecided'}: MDE {main.mde:.1f} {'<=' if decided else '>'} {half:.1f}"
     if not control_tie:
         assert control is not None
         return "control moved", f"control {control.difference:+.1f} at {control.sigma:+.1f} sigma"
