@@ -352,7 +352,8 @@ def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None
         if half is None:
             return "tie", f"MDE {main.mde:.1f}; no published delta to hold it against"
         decided = main.mde <= half
-        return "tie", f"{'decided' if decided else 'undecided'}: MDE {main.mde:.1f} {'<=' if decided else '>'} {half:.1f}"
+        word, sign = ("decided", "<=") if decided else ("undecided", ">")
+        return "tie", f"{word}: MDE {main.mde:.1f} {sign} {half:.1f}"
     if not control_tie:
         assert control is not None
         return "control moved", f"control {control.difference:+.1f} at {control.sigma:+.1f} sigma"
