@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote
 
+from simlab.errors import StoreError
+
 HOME_ENV = "SIMLAB_HOME"
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
 STORE_DIR = "mlruns"
@@ -41,10 +43,6 @@ TRACKING_ALLOWED = (
     "give sqlite:////ABS/PATH/mlflow.db (local), http://HOST:PORT (an MLflow tracking server) or "
     "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 )
-
-
-class StoreError(ValueError):
-    """A store cannot be used; the message names the option, the value, what is allowed and the fix."""
 
 
 def home() -> Path:
@@ -209,6 +207,25 @@ def check_file_target(path: Path, option: str, value: str, example: str) -> None
         raise StoreError(f"{head} {parent} is a file, so {path} cannot be created")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"{head} {parent} is not writable")
+
+
+def check_folder_target(path: Path, option: str, value: str | None = None) -> None:
+    """``path`` is a folder, or can become one: no file stands at it or above it, and the nearest
+    existing folder is writable. Writes nothing."""
+    shown_value = str(path) if value is None else value
+    head = f"`{option}={shown_value!r}` is invalid;"
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"{head} {path} is a file; give a folder", key=option, value=shown_value,
+                         allowed="give a folder")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise StoreError(f"{head} {parent} is a file, so {path} cannot be created", key=option, value=shown_value,
+                         allowed="give a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"{head} {parent} is not writable", key=option, value=shown_value,
+                         allowed="give a writable folder")
 
 
 def check_server(uri: str, option: str) -> None:

@@ -9,6 +9,7 @@ parent with the ``mlflow.parentRunId`` tag instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import socket
 import subprocess
@@ -30,6 +31,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from simlab import stores
+from simlab.errors import ConfigError
 from simlab.stores import TRACKING_ENV as TRACKING_ENV  # the store rules live in simlab.stores
 from simlab.stores import sqlite_path as sqlite_path
 
@@ -484,9 +486,26 @@ def ui_command(store: Store, host: str = "127.0.0.1", port: int = 5000, workers:
     return cmd
 
 
-def port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        return sock.connect_ex((host, port)) != 0
+def check_listen(host: str, port: int) -> None:
+    """Raise ``ConfigError`` unless a server could listen on ``host:port``: the name resolves (IPv4 or
+    IPv6), the address belongs to this machine, and nothing listens on the port. Binds nothing for good."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError.invalid("--host", host, f"the name does not resolve ({reason}); give an address or "
+                                  "a name of this machine, e.g. 127.0.0.1") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is no clash
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError.invalid("--port", port, f"something already listens on {host}:{port}; "
+                                          "choose another") from None
+            raise ConfigError.invalid("--host", host, f"cannot listen there ({exc.strerror}); give an address "
+                                      "of this machine, e.g. 127.0.0.1") from None
 
 
 def wait_for_server(url: str, timeout: float = 60.0, alive: Callable[[], bool] = lambda: True) -> bool:

@@ -31,6 +31,7 @@ from simlab import (
 )
 from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
+from simlab.errors import ConfigError, TrainingDiverged
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
 from simlab.harness.phases import phase_table
 from simlab.policy.agent import PolicyAgent
@@ -40,14 +41,14 @@ from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
 from simlab.summarisers import SUMMARISERS
-from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
+from simlab.update import clipped_policy_loss, explained_variance, value_loss, weighted_entropy
 
 
 def device_of(cfg: RunConfig) -> torch.device:
     if cfg.device == "auto":
         return default_device()
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("`device='cuda'` is invalid on this machine (no CUDA device); choose 'auto' or 'cpu'")
+        raise ConfigError.invalid("device", "cuda", "this machine has no CUDA device; choose 'auto' or 'cpu'")
     return torch.device(cfg.device)
 
 

@@ -13,10 +13,6 @@ import torch
 from torch import Tensor
 
 
-class TrainingDiverged(RuntimeError):
-    """A loss, gradient or the policy's logits became NaN or infinite; nothing was written after it."""
-
-
 def check_clip(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"`{name}={value!r}` is invalid; choose a value > 0")

@@ -71,9 +71,7 @@ def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, A
     cfg = config if config is not None else task.config_cls()
     if not isinstance(cfg, task.config_cls):
         raise TypeError(f"config must be a {task.config_cls.__name__}, got {type(cfg).__name__}")
-    cfg = cfg.replace(**overrides) if overrides else cfg
-    cfg.validate()
-    return cfg
+    return cfg.replace(**overrides) if overrides else cfg  # a section is checked whenever it is built
 
 
 def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:

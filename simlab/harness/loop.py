@@ -25,14 +25,20 @@ from numpy.typing import NDArray
 
 from simlab.credit.batch import SegmentBatch
 from simlab.harness.agents import make_agent
-from simlab.harness.config import HarnessConfig
-from simlab.harness.phases import phase_masks, protocol_metadata
-from simlab.harness.protocol import Agent, BoolArray, FloatArray, IntArray, Phase, Request, check_generation
+from simlab.harness.config import HarnessConfig, check_window
+from simlab.harness.phases import phase_masks
+from simlab.harness.protocol import (
+    ACTION_TURN,
+    Agent,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Phase,
+    Request,
+    check_generation,
+)
 from simlab.harness.triggers import TRIGGERS, Trigger
 from simlab.tasks import vocab
-
-ACTION_TURN = 2
-"""Tokens an action or answer turn adds to the context: the marker and the generated token."""
 
 
 @dataclass(frozen=True)
@@ -311,7 +317,7 @@ def run_rollouts(
         writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
     writer_is_actor = writer is actor
 
-    meta = protocol_metadata(env)
+    check_window(env, cfg)  # before any env work
     masks = phase_masks(env, cfg.trigger)  # the same table the trainer rescores tokens under
     allowed_act, allowed_compact = masks["act"], masks["act_compact"]
     allowed_answer, allowed_summary = masks["answer"], masks["summary"]
@@ -319,9 +325,6 @@ def run_rollouts(
     t_start = time.perf_counter()
     clock = _Clock()
     obs, _ = env.reset(seed=[seed + i // group_size for i in range(n)])
-    width = int(np.asarray(obs).shape[1])
-    prompt_tokens = int(meta.get("prompt_tokens", width))
-    cfg.check_fits(prompt_tokens, ACTION_TURN + 1 + int(meta.get("step_obs_tokens", width)))
     rolls = [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
     v_sum = list(cfg.v_sum_tokens)
     m = cfg.summary_tokens

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from simlab.errors import TrainingDiverged
 from simlab.harness.protocol import Generation, Request
 from simlab.policy.decode import Decoder, draw
 from simlab.policy.model import Policy
-from simlab.update import TrainingDiverged
 
 NON_FINITE = "the policy produced non-finite logits during a rollout"
 
