@@ -25,10 +25,7 @@ import polars as pl
 
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
-
-
-class AuditDataError(ValueError):
-    """The published-results file is missing, not TOML, or breaks its schema; the message says where."""
+from simlab.errors import AuditDataError
 
 
 def default_data_path() -> Path:

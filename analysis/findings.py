@@ -31,8 +31,10 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from simlab import names
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
+from simlab.errors import FindingsError
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "findings"
 """Where the findings specs live (the repository's ``sweeps/findings``)."""
@@ -47,10 +49,6 @@ ROW_KEYS = (
     "control_expect", *ARMS,
 )
 Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "not run"]
-
-
-class FindingsError(ValueError):
-    """A findings row or an export is malformed; the message names the file and the key."""
 
 
 # ------------------------------------------------------------------------------------------- specs
@@ -225,13 +223,16 @@ def live_runs(experiment: str, metrics: set[str], tracking_uri: str | None = Non
     if fetched is None:
         return None
     _, records = fetched
+    trials = [r for r in records if r["tags"].get(names.ROLE_TAG) == "trial"]
     runs = [
-        {"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(tracking.VARIANT_TAG),
-         "seed": r["tags"].get(tracking.SEED_TAG)}
-        for r in records if r["tags"].get(tracking.ROLE_TAG) == "trial"
+        {"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(names.VARIANT_TAG),
+         "seed": r["tags"].get(names.SEED_TAG)}
+        for r in trials
     ]
-    finished = [r["run_id"] for r in runs if r["status"] == "FINISHED"]
-    histories = tracking.metric_histories(store, finished, sorted(metrics))
+    table = tracking.history_table(store, [r for r in trials if r["status"] == "FINISHED"], metrics.__contains__)
+    histories: dict[str, dict[str, list[float]]] = {}
+    for (run_id, key), g in table.sort("run_id", "key", "step").group_by("run_id", "key", maintain_order=True):
+        histories.setdefault(str(run_id), {})[str(key)] = g.get_column("value").to_list()
     return runs_from_histories(runs, histories, metrics)
 
 

@@ -5,10 +5,11 @@ seeds into a variant, and the report's tables and figures. The arithmetic (SE ov
 sigma, like-for-like, tie-aware ranks) is :mod:`simlab.analysis.stats`, the same code ``simlab audit`` judges
 the published results with; the published ablations come from :func:`simlab.analysis.audit.ablation_table`.
 
-Reading: the default local store is a sqlite file, read here directly (read-only, a handful of queries
-over whole tables into polars), so a sweep of hundreds of runs costs the same few queries as one. Any
-other tracking URI goes through :func:`simlab.tracking.fetch_runs` (paged ``search_runs``); that path has
-no metric histories, so it gives the tables without the figures. Only the tracking layer imports mlflow.
+Reading goes through the MLflow client, whatever the store (:mod:`simlab.tracking`, the only module that
+imports mlflow): one paged ``search_runs`` gives every run's tags, params and latest metrics, and each
+finished run's metric history comes from its export (``tables/metrics.parquet``, one artifact per run,
+written when the run closes); a run logged before the export existed is read one metric at a time,
+several requests in flight. Nothing reads MLflow's database schema.
 
 Units: success rates in percentage points, as in :mod:`simlab.analysis.stats`.
 """
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import matplotlib
 
@@ -32,47 +31,48 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from simlab import names
 from simlab.analysis import stats
 from simlab.analysis.audit import ablation_table, like_for_like_text
 from simlab.analysis.tables import check_output_dir, markdown_table, write_tables
+from simlab.errors import ReportError
+from simlab.harness.config import effective_horizon
 
-EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
+EVALUATIONS = {name: names.metric(prefix, names.SUCCESS) for name, prefix in names.EVALUATIONS.items()}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
-HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
+HEALTH_KEYS = (names.TRAIN_COMPACTION_RATE, names.TRAIN_SUMMARISED_SUCCESS)
 CREDIT_KEYS = {
-    "weight_share": "health/longer/loss_share",
-    "token_share": "health/longer/token_share",
-    "baseline_shift": "health/baseline_shift/mean",
-    "adv_error": "adv_error/pre_final/rel_l2",
-    "k_sd": "health/within_group/segments_sd",
-    "k_corr": "health/within_group/corr",
+    "weight_share": names.health(names.LONGER_LOSS_SHARE),
+    "token_share": names.health(names.LONGER_TOKEN_SHARE),
+    "baseline_shift": names.health(names.BASELINE_SHIFT_MEAN),
+    "adv_error": names.ADV_ERROR_PRE_FINAL_REL_L2,
+    "k_sd": names.health(names.WITHIN_GROUP_SD),
+    "k_corr": names.health(names.WITHIN_GROUP_CORR),
 }
 """What each variant's credit assignment did to its batches, logged every step (seed Blocks 1 and 2)."""
-SEGMENT_KEY = "health/segments/count_"
+SEGMENT_KEY = names.health(names.SEG_COUNT)
 """Prefix of the per-bucket rollout counts the credit layer's health summary writes every step."""
-FINAL_PREFIX = "final/"
-"""The runner logs the trial's returned result again under this prefix when the trial finishes."""
+FINAL_PREFIX = names.FINAL
+"""An earlier runner logged the trial's returned result again under this prefix when the trial finished."""
 PARAMS = {
-    "eval.episodes": "episodes",
-    "harness.window": "window",
-    "harness.frac": "frac",
-    "harness.max_compactions": "max_compactions",
-    "harness.trigger": "trigger",
-    "harness.t_comp": "t_comp",
+    names.PARAM_EPISODES: "episodes",
+    names.PARAM_WINDOW: "window",
+    names.PARAM_FRAC: "frac",
+    names.PARAM_MAX_COMPACTIONS: "max_compactions",
+    names.PARAM_TRIGGER: "trigger",
+    names.PARAM_T_COMP: "t_comp",
 }
 """Run params the report reads (flattened run config): the evaluation size and the harness geometry."""
 TAGS = {
-    "simlab.role": "role",
-    "simlab.sweep": "sweep",
-    "simlab.cell": "cell",
-    "simlab.variant": "variant",
-    "simlab.seed": "seed",
-    "simlab.trial_number": "trial",
-    "simlab.baseline": "baseline",
+    names.ROLE_TAG: "role",
+    names.SWEEP_TAG: "sweep",
+    names.CELL_TAG: "cell",
+    names.VARIANT_TAG: "variant",
+    names.SEED_TAG: "seed",
+    names.TRIAL_TAG: "trial",
+    names.BASELINE_TAG: "baseline",
 }
-"""The tags :mod:`simlab.tracking` writes (spelled out: reading them must not import mlflow)."""
-WINDOW_ONLY_TRIGGERS = frozenset({"none", "sliding"})
-"""Triggers that never summarise: a rollout never sees more than one window W of history."""
+"""The tags the report reads, by the column it puts them in."""
 FIGURES = ("learning_curves.png", "segment_counts.png", "compaction_health.png")
 ARTIFACT_PATH = "report"
 STEM = "report"
@@ -80,18 +80,6 @@ STEM = "report"
 _RUN_SCHEMA = {"run_id": pl.String, "run_name": pl.String, "status": pl.String, "start_time": pl.Int64}
 _KV_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.String}
 _METRIC_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.Float64, "is_nan": pl.Boolean}
-_HISTORY_SCHEMA = {
-    "run_id": pl.String,
-    "key": pl.String,
-    "step": pl.Int64,
-    "timestamp": pl.Int64,
-    "value": pl.Float64,
-    "is_nan": pl.Boolean,
-}
-
-
-class ReportError(ValueError):
-    """Bad input for a report: no such experiment, no finished run, an unknown baseline."""
 
 
 # ------------------------------------------------------------------------------------- loading
@@ -117,86 +105,18 @@ class SweepRuns:
         return self.runs.get_column("variant").unique(maintain_order=True).to_list()
 
 
-def load_runs(
-    experiment: str, tracking_uri: str | None = None, *, reader: Literal["auto", "sql", "client"] = "auto"
-) -> SweepRuns:
-    """Read an experiment's runs: SQL on a local sqlite store, else one paged ``search_runs``.
+def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
+    """Read an experiment's runs through the MLflow client: one paged ``search_runs`` for every run's
+    tags, params and latest metrics, then the finished runs' metric histories (:func:`_histories`).
 
-    ``reader="client"`` forces the client path on a sqlite store too (the two must agree).
     Raises :class:`ReportError` for an unknown experiment or one without a finished trial run.
     """
     from simlab import tracking
 
     store = tracking.resolve_store(tracking_uri)
     db = tracking.sqlite_path(store.tracking_uri)
-    sql = db is not None and reader != "client"
-    frames = _read_sqlite(db, experiment) if db is not None and sql else _read_client(store, experiment)
-    return _assemble(experiment, *frames)
-
-
-_Frames = tuple[str, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame | None]
-
-
-def _unknown(experiment: str, where: str) -> ReportError:
-    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first")
-
-
-def _read_sqlite(db: Path, experiment: str) -> _Frames:
-    """Six queries, whatever the number of runs: experiment, runs, tags, params, latest and all metrics."""
-    if not db.is_file():
+    if db is not None and not db.is_file():  # reading must not create an empty store
         raise _unknown(experiment, f"sqlite:///{db} (no such file)")
-    uri = f"{db.resolve().as_uri()}?mode=ro"  # read-only: a report never writes the store it reads
-    with closing(sqlite3.connect(uri, uri=True)) as conn:
-        found = conn.execute(
-            "SELECT experiment_id FROM experiments WHERE lifecycle_stage = 'active' "
-            "AND (name = ? OR CAST(experiment_id AS TEXT) = ?) ORDER BY name = ? DESC LIMIT 1",
-            (experiment, experiment, experiment),
-        ).fetchone()
-        if found is None:
-            raise _unknown(experiment, f"sqlite:///{db}")
-        eid = found[0]
-        in_experiment = "run_uuid IN (SELECT run_uuid FROM runs WHERE experiment_id = ? AND lifecycle_stage = 'active')"
-
-        def read(sql: str, params: Sequence[Any], schema: dict[str, Any]) -> pl.DataFrame:
-            frame = pl.read_database(sql, conn, execute_options={"parameters": list(params)}, schema_overrides=schema)
-            return frame.cast(schema) if frame.height else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
-
-        def keyed(table: str, keys: Sequence[str], schema: dict[str, Any]) -> pl.DataFrame:
-            marks = ",".join("?" * len(keys))
-            extra = ", is_nan" if "is_nan" in schema else ""
-            sql = f'SELECT run_uuid AS run_id, "key", value{extra} FROM {table} WHERE {in_experiment} '
-            return read(sql + f'AND "key" IN ({marks})', [eid, *keys], schema)
-
-        runs = read(
-            "SELECT run_uuid AS run_id, name AS run_name, status, start_time FROM runs "
-            "WHERE experiment_id = ? AND lifecycle_stage = 'active'",
-            [eid],
-            _RUN_SCHEMA,
-        )
-        tags = keyed("tags", [*TAGS, "mlflow.runName"], _KV_SCHEMA)
-        params = keyed("params", list(PARAMS), _KV_SCHEMA)
-        latest_keys = [*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())]
-        latest = keyed("latest_metrics", latest_keys, _METRIC_SCHEMA)
-        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values()]
-        history = read(
-            f'SELECT run_uuid AS run_id, "key", step, timestamp, value, is_nan FROM metrics WHERE {in_experiment} '
-            f'AND ("key" IN ({",".join("?" * len(curve_keys))}) OR "key" LIKE ? ESCAPE \'\\\')',
-            [eid, *curve_keys, SEGMENT_KEY.replace("_", "\\_") + "%"],
-            _HISTORY_SCHEMA,
-        )
-    # a step logged twice keeps its last write, as MLflow's own latest_metrics does
-    history = (
-        history.sort("timestamp")
-        .unique(["run_id", "key", "step"], keep="last")
-        .with_columns(pl.when(pl.col("is_nan")).then(float("nan")).otherwise(pl.col("value")).alias("value"))
-        .select("run_id", "key", "step", "value")
-    )
-    return str(eid), runs, tags, params, latest, history
-
-
-def _read_client(store: Any, experiment: str) -> _Frames:
-    from simlab import tracking
-
     fetched = tracking.fetch_runs(store, experiment)
     if fetched is None:
         raise _unknown(experiment, store.tracking_uri)
@@ -215,7 +135,24 @@ def _read_client(store: Any, experiment: str) -> _Frames:
         if k in wanted
     ]
     latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
-    return eid, runs, long("tags", [*TAGS, "mlflow.runName"]), long("params", list(PARAMS)), latest, None
+    tags, params = long("tags", [*TAGS, names.RUN_NAME_TAG]), long("params", list(PARAMS))
+    history = _histories(store, [r for r in records if r["status"] == "FINISHED"])
+    return _assemble(experiment, eid, runs, tags, params, latest, history)
+
+
+def _histories(store: Any, records: list[dict[str, Any]]) -> pl.DataFrame:
+    """run_id, key, step, value of what the figures and the credit table draw, for ``records``' runs:
+    one artifact per run that carries the metrics export, else one request per wanted key it has."""
+    from simlab import tracking
+
+    curve_keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values()}
+    trials = [r for r in records if r["tags"].get(names.ROLE_TAG) != "parent"]
+    return tracking.history_table(store, trials, lambda k: k in curve_keys or k.startswith(SEGMENT_KEY))
+
+
+def _unknown(experiment: str, where: str) -> ReportError:
+    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first",
+                       key="experiment", value=experiment, allowed="run `simlab sweep` first")
 
 
 def _wide(long: pl.DataFrame, names: dict[str, str], index: pl.DataFrame) -> pl.DataFrame:
@@ -234,24 +171,16 @@ def _variant_of(cell: str | None) -> str | None:
     return ",".join(parts) or "base"
 
 
-def effective_horizon(window: int, frac: float, max_compactions: int, trigger: str, t_comp: int | None = None) -> float:
-    """The run's effective horizon: L x (S + 1) with L = floor(frac x W); W for a trigger that never
-    summarises (``none``, ``sliding``); the ``budget`` trigger fires at W - T_comp, so that is its L."""
-    if trigger in WINDOW_ONLY_TRIGGERS:
-        return float(window)
-    threshold = window - t_comp if trigger == "budget" and t_comp is not None else math.floor(frac * window)
-    return stats.effective_horizon(threshold, max_compactions)
-
-
 def _horizon(row: dict[str, Any]) -> float | None:
+    """The run's effective horizon from its logged params (:func:`simlab.harness.config.effective_horizon`)."""
     try:
-        return effective_horizon(
-            int(row["window"]),
-            float(row["frac"]),
-            int(row["max_compactions"]),
-            str(row["trigger"]),
-            None if row["t_comp"] is None else int(row["t_comp"]),
-        )
+        return float(effective_horizon(
+            window=int(row["window"]),
+            frac=float(row["frac"]),
+            max_compactions=int(row["max_compactions"]),
+            trigger=str(row["trigger"]),
+            t_comp=None if row["t_comp"] is None else int(row["t_comp"]),
+        ))
     except (TypeError, ValueError):  # a param not logged: the horizon is unknown, never guessed
         return None
 
@@ -835,7 +764,7 @@ def compaction_health_png(sweep: SweepRuns, path: Path) -> Path | None:
 def write_figures(sweep: SweepRuns, folder: Path) -> tuple[list[Path], list[str]]:
     """(figures written, why each other one was not): a figure with no data is skipped and said so."""
     if sweep.history is None:
-        return [], [f"{f}: this store gives no metric histories (not a local sqlite store)" for f in FIGURES]
+        return [], [f"{f}: no metric histories were read" for f in FIGURES]
     written, skipped = [], []
     for name, draw in zip(FIGURES, (learning_curves_png, segment_counts_png, compaction_health_png), strict=True):
         path = draw(sweep, folder / name)

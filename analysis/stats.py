@@ -314,12 +314,15 @@ def describe_sigma(sigma: float) -> str:
 
 # ------------------------------------------------------------------------------ like for like
 def effective_horizon(working_context: float, max_compactions: int) -> float:
-    """H = L x (S + 1): the most context a rollout can use with S compactions of an L-token window."""
+    """H = L x (S + 1) for a published setting given as its working context L and S: the harness's own
+    formula (:func:`simlab.harness.config.horizon`), with the inputs checked."""
+    from simlab.harness.config import horizon
+
     if isinstance(working_context, bool) or not isinstance(working_context, Real) or not working_context > 0:
         raise ValueError(f"`working_context={working_context!r}` is invalid; choose a length > 0")
     if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
         raise ValueError(f"`max_compactions={max_compactions!r}` is invalid; choose an integer >= 0")
-    return float(working_context) * (max_compactions + 1)
+    return float(horizon(float(working_context), max_compactions))
 
 
 @dataclass(frozen=True)

@@ -97,9 +97,9 @@ def audit(
     ] = None,
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
-    from simlab.analysis.audit import AuditDataError, load_published, to_markdown
     from simlab.analysis.audit import audit as run_audit
-    from simlab.analysis.tables import OutputDirError, check_output_dir, write_tables
+    from simlab.analysis.audit import load_published, to_markdown
+    from simlab.analysis.tables import check_output_dir, write_tables
 
     try:
         if out is not None:
@@ -108,7 +108,7 @@ def audit(
         markdown = to_markdown(frame)
         if out is not None:
             write_tables(frame, markdown, out, "audit")
-    except (AuditDataError, OutputDirError) as exc:
+    except ConfigError as exc:  # AuditDataError, OutputDirError
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
 def _json_safe(value: Any) -> Any:
@@ -292,20 +292,18 @@ def sweep(
     heartbeat: HeartbeatOpt = 10,
 ) -> None:
     """Run (or resume) a sweep: every missing grid cell x seed, trials in worker processes, runs in MLflow."""
-    from simlab.stores import StoreError
-    from simlab.sweep import BackendError, SpecError
-
     try:
         parsed = _open_spec(spec, storage, tracking_uri)
         from simlab.sweep.runner import run_sweep
 
         result = run_sweep(parsed, workers=workers, storage=storage, tracking_uri=tracking_uri, backend=trial,
                            progress=progress, echo=typer.echo, heartbeat=heartbeat)
-    except (SpecError, BackendError, StoreError) as exc:
-        raise fail(str(exc)) from exc
+    except ConfigError as exc:  # a bad spec, store or trial backend: nothing was written
+        raise fail(exc) from exc
     typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
-    if result.table is not None:
-        typer.echo(f"results table: {result.table} (and {result.table.with_suffix('.md')})")
+    table = _write_summary(parsed, result)
+    if table is not None:
+        typer.echo(f"results table: {table} (and {table.with_suffix('.md')})")
     _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"browse the runs with: simlab ui{ui_hint}")
@@ -320,20 +318,37 @@ def worker(
     heartbeat: HeartbeatOpt = 10,
 ) -> None:
     """Join a sweep from any machine (creating it if new) and run its trials until every cell is finished."""
-    from simlab.stores import StoreError
-    from simlab.sweep import BackendError, SpecError
-
     try:
         parsed = _open_spec(spec, storage, tracking_uri)
         from simlab.sweep.worker import run_worker
 
         result = run_worker(parsed, storage=storage, tracking_uri=tracking_uri, backend=trial,
                             heartbeat=heartbeat, echo=typer.echo)
-    except (SpecError, BackendError, StoreError) as exc:
-        raise fail(str(exc)) from exc
+    except ConfigError as exc:  # a bad spec, store or trial backend: nothing was written
+        raise fail(exc) from exc
+    _write_summary(parsed, result)
     typer.echo(f"done: the grid is finished; this worker ran {result.ran} trial(s) in {result.wall_s:.1f} s")
     hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"report: simlab report {parsed.name}{hint}")
+
+
+def _write_summary(spec: Any, result: Any) -> Path | None:
+    """``summary.csv``/``.md`` beside the runner's ``trials.csv``, attached to the parent run; a failure
+    to write them is said, never raised (the trials are done and stored)."""
+    from simlab import tracking
+    from simlab.analysis.summary import write_summary
+
+    if result.table is None:
+        return None
+    try:
+        path = write_summary(result.table, sweep=spec.name, metric=spec.objective.metric,
+                             direction=spec.objective.direction)
+        store = tracking.Store(result.tracking_uri, None)
+        tracking.log_artifacts(store, result.parent_run_id, [path, path.with_suffix(".md")], "summary")
+    except (OSError, ValueError) as exc:
+        typer.echo(f"summary not written: {type(exc).__name__}: {exc}", err=True)
+        return None
+    return path
 
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
@@ -387,7 +402,7 @@ def report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
             effect=effect,
         )
-    except ValueError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
     for why in made.skipped:
@@ -427,7 +442,7 @@ def findings(
             for path in fd.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
         found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
-    except ValueError as exc:  # FindingsError, a malformed --tracking-uri
+    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
 

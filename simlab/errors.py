@@ -13,7 +13,7 @@ caller can catch one kind or all of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 _UNSET: Any = object()
 
@@ -39,12 +39,12 @@ class ConfigError(ValueError):
         return self.value is not _UNSET
 
     @classmethod
-    def invalid(cls, key: str, value: Any, allowed: str) -> ConfigError:
+    def invalid(cls, key: str, value: Any, allowed: str) -> Self:
         """```key=value`` is invalid; allowed`` (``allowed`` reads "choose ..." or says why)."""
         return cls(f"`{key}={value!r}` is invalid; {allowed}", key=key, value=value, allowed=allowed)
 
     @classmethod
-    def unknown(cls, key: str, choices: Any) -> ConfigError:
+    def unknown(cls, key: str, choices: Any) -> Self:
         """```key`` is not a setting; choose one of ...``."""
         allowed = f"choose one of {list(choices)}"
         return cls(f"`{key}` is not a setting; {allowed}", key=key, allowed=allowed)

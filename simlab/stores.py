@@ -13,10 +13,12 @@ anything. This module imports neither optuna nor mlflow, so a bad store fails wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -226,6 +228,21 @@ def check_folder_target(path: Path, option: str, value: str | None = None) -> No
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"{head} {parent} is not writable", key=option, value=shown_value,
                          allowed="give a writable folder")
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path, suffix: str = ".simlab-lock") -> Iterator[None]:
+    """An exclusive lock on ``<path><suffix>`` between processes on one host (``filelock``: ``flock`` on
+    Unix, so processes of earlier simlab versions, which called ``flock`` on the same files, still agree).
+
+    simlab's one locking mechanism: the sweep's reconcile-and-enqueue beside a journal or SQLite study,
+    and building a cached base checkpoint (``<checkpoint>.lock``). The lock file stays (``filelock``
+    removes none on Unix), so every process locks the same inode.
+    """
+    from filelock import FileLock
+
+    with FileLock(f"{path}{suffix}"):
+        yield
 
 
 def check_server(uri: str, option: str) -> None:

@@ -18,7 +18,6 @@ Three pieces, each Optuna's own mechanism or the database's:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import threading
@@ -31,7 +30,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from simlab.stores import sqlite_path
+from simlab.stores import file_lock, sqlite_path
 
 HEARTBEAT_S = 10
 """Default seconds between heartbeats."""
@@ -77,17 +76,6 @@ def fail_stale(study: optuna.Study) -> None:
 def _lock_key(name: str) -> int:
     """A signed 64-bit advisory-lock key for the study (the same on every host)."""
     return int.from_bytes(hashlib.sha256(f"simlab-study:{name}".encode()).digest()[:8], "big", signed=True)
-
-
-@contextlib.contextmanager
-def file_lock(path: str) -> Iterator[None]:
-    """An exclusive lock on ``<path>.simlab-lock`` (processes on one host)."""
-    with open(f"{path}.simlab-lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @functools.cache

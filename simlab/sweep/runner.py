@@ -31,11 +31,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+import polars as pl
 from optuna.storages import BaseStorage, JournalStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from simlab import stores, tracking
+from simlab import names, stores, tracking
+from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
+from simlab.sweep import optuna_private as private
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
 from simlab.sweep.spec import Cell, SpecError, SweepSpec, probe_settings
@@ -48,21 +51,11 @@ FINAL_FAILURES = ("diverged",)
 FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 """Within one run an error is final too (a deterministic one would be retried forever); the next
 ``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
-CURVE_KEYS = ("eval/compacted/success", "eval/single_window/success", "eval/compacted/compaction_rate")
+CURVE_KEYS = (names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, names.EVAL_COMPACTED_COMPACTION_RATE)
 """Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
 UNOWNED_GRACE_S = 120.0
 """A RUNNING trial with no owner record older than this was killed between claim and record."""
 
-# what a trial records in its Optuna user attrs
-ATTR_CELL, ATTR_OWNER, ATTR_RUN, ATTR_FAILURE, ATTR_REASON = (
-    "cell",
-    "owner",
-    "mlflow_run_id",
-    "failure",
-    "reason",
-)
-ATTR_REPLACES = "replaces"
-"""On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
 
 
 # --- where things live ---
@@ -96,7 +89,7 @@ def storage_lock(location: str, name: str = "") -> Iterator[None]:
             yield
         return
     Path(location).parent.mkdir(parents=True, exist_ok=True)
-    with rdb.file_lock(location):
+    with stores.file_lock(location):
         yield
 
 
@@ -191,9 +184,10 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
     judges every host. Returns the numbers of the trials it failed.
     """
     before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    if rdb.heartbeat_on(study._storage):
+    beats = rdb.heartbeat_on(private.storage(study))
+    if beats:
         rdb.fail_stale(study)  # stale trials go to RequeueStale
-    fail_dead_owners(study, by_owner=not rdb.heartbeat_on(study._storage))
+    fail_dead_owners(study, by_owner=not beats)
     close_orphan_runs(study, client, experiment_id)
     # a worker records its failure kind before telling; only the heartbeat check fails without one
     return [
@@ -204,8 +198,8 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
 
 
 def _mark_killed(storage: BaseStorage, trial: FrozenTrial, reason: str) -> None:
-    storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, "killed")
-    storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+    storage.set_trial_user_attr(private.trial_id(trial), ATTR_FAILURE, "killed")
+    storage.set_trial_user_attr(private.trial_id(trial), ATTR_REASON, reason)
 
 
 def _who(trial: FrozenTrial) -> str:
@@ -216,7 +210,7 @@ def _who(trial: FrozenTrial) -> str:
 def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
     """FAIL the RUNNING trials whose owner died on this host (``by_owner``), and those that never
     recorded an owner within :data:`UNOWNED_GRACE_S` (killed between claim and record)."""
-    storage, now = study._storage, time.time()
+    storage, now = private.storage(study), time.time()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get(ATTR_OWNER)
         if owner is None:
@@ -229,7 +223,7 @@ def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
             _mark_killed(storage, t, f"killed: the process running trial {t.number} ({_who(t)}) died; "
                          "its cell is run again")
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            storage.set_trial_state_values(private.trial_id(t), TrialState.FAIL)
 
 
 def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> None:
@@ -241,9 +235,9 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
     trials = {str(t.number): t for t in study.get_trials(deepcopy=False)}
     as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
     for run_id, tags in running:
-        number = tags.get(tracking.TRIAL_TAG)
+        number = tags.get(names.TRIAL_TAG)
         trial = trials.get(str(number))
-        if tags.get(tracking.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
+        if tags.get(names.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
             continue
         if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != "killed":
             status = as_status.get(trial.state, "KILLED")
@@ -268,7 +262,7 @@ class RequeueStale:
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
-        # run and to the retry (write_summary reads it back from there)
+        # run and to the retry (trial_table reads it back from there)
         reason = f"killed: trial {trial.number}'s worker ({_who(trial)}) stopped its heartbeat; its cell is run again"
         run_id = trial.user_attrs.get(ATTR_RUN)
         if run_id and self.tracking_uri:
@@ -338,14 +332,14 @@ class TrialOutcome:
 
 def claim_waiting(study: optuna.Study) -> int | None:
     """Atomically move one WAITING trial to RUNNING; its id, or ``None`` when none is left."""
-    storage = study._storage
+    storage = private.storage(study)
     beats = rdb.heartbeat_on(storage)
-    for t in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+    for t in private.waiting_trials(study):
         try:
             if beats:  # before the claim, so that no claimed trial is ever without a heartbeat
-                storage.record_heartbeat(t._trial_id)  # type: ignore[attr-defined]
-            if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                return int(t._trial_id)
+                storage.record_heartbeat(private.trial_id(t))  # type: ignore[attr-defined]
+            if storage.set_trial_state_values(private.trial_id(t), state=TrialState.RUNNING):
+                return private.trial_id(t)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
     return None
@@ -432,7 +426,7 @@ def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
     """The next trial to run (grid: a waiting cell; tpe: a new sample while ``n_trials`` allows), or ``None``."""
     if ctx.spec.sampler == "grid":
         trial_id = claim_waiting(study)
-        return None if trial_id is None else optuna.Trial(study, trial_id)
+        return None if trial_id is None else private.running_trial(study, trial_id)
     with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
         if tpe_remaining(study, ctx.spec, ctx.final) < 1:
             return None
@@ -451,7 +445,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     trial = claim(study, ctx)
     if trial is None:
         return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
-    beat = rdb.Beat(study._storage, trial._trial_id).start()
+    beat = rdb.Beat(private.storage(study), private.trial_id(trial)).start()
     try:
         return run_trial(ctx, study, trial, beat.lost, start)
     finally:
@@ -465,7 +459,7 @@ def _tell(study: optuna.Study, trial: optuna.Trial, **how: Any) -> bool:
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
     except ValueError:  # "Cannot tell a FAIL trial."
-        if study._storage.get_trial(trial._trial_id).state.is_finished():
+        if private.storage(study).get_trial(private.trial_id(trial)).state.is_finished():
             return False
         raise
     return True
@@ -475,16 +469,16 @@ def run_trial(
     ctx: TrialContext, study: optuna.Study, trial: optuna.Trial, lost: threading.Event, start: float
 ) -> TrialOutcome:
     """Run a claimed trial to an end state: its MLflow run, training, then tell and close."""
-    spec, storage = ctx.spec, study._storage
+    spec = ctx.spec
     backend: TrialBackend = load_backend(ctx.backend)
-    storage.set_trial_user_attr(trial._trial_id, ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
+    trial.set_user_attr(ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
 
     params = _suggest(trial, spec)
     seed = int(params.pop("seed"))
     settings = spec.settings(params)
     cell = Cell(params, seed)
     if spec.sampler == "tpe":
-        storage.set_trial_user_attr(trial._trial_id, ATTR_CELL, cell.key)
+        trial.set_user_attr(ATTR_CELL, cell.key)
 
     t0 = time.perf_counter()
     client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
@@ -498,18 +492,18 @@ def run_trial(
     else:
         build_error = None
     tags = {
-        tracking.SWEEP_TAG: spec.name,
-        tracking.TRIAL_TAG: str(trial.number),
-        tracking.CELL_TAG: cell.label,
-        tracking.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
-        tracking.SEED_TAG: str(seed),
+        names.SWEEP_TAG: spec.name,
+        names.TRIAL_TAG: str(trial.number),
+        names.CELL_TAG: cell.label,
+        names.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        names.SEED_TAG: str(seed),
         **ctx.provenance,
         **config_tags,
     }
     run_id = tracking.child_run(
         client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags
     )
-    storage.set_trial_user_attr(trial._trial_id, ATTR_RUN, run_id)
+    trial.set_user_attr(ATTR_RUN, run_id)
     sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
     create_s = time.perf_counter() - t0
     tsink = TrialSink(
@@ -530,14 +524,14 @@ def run_trial(
         kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED"
     ) -> TrialOutcome:
         try:
-            storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, kind)
-            storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+            trial.set_user_attr(ATTR_FAILURE, kind)
+            trial.set_user_attr(ATTR_REASON, reason)
             told = _tell(study, trial, state=state)  # before closing the run: see reconcile
         except optuna.exceptions.UpdateFinishedTrialError:
             told = False
         if not told:
             return gone()
-        sink.set_tags({"simlab.failure": kind})
+        sink.set_tags({names.FAILURE_TAG: kind})
         sink.close(status, reason)
         return TrialOutcome(
             trial.number,
@@ -549,7 +543,7 @@ def run_trial(
 
     if build_error is not None or cfg is None:
         return fail("error", f"config: {build_error}")
-    sink.log_params({**backend.flatten(cfg), "sweep.cell": cell.label})
+    sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
     try:
         result = backend.train(cfg, tsink, Path(ctx.store))
     except optuna.TrialPruned as exc:
@@ -633,6 +627,7 @@ class SweepResult:
     failed: int
     reconciled: tuple[int, ...]
     table: Path | None
+    """``trials.csv``: every trial's point, seed, state, value and failure (``None`` if it was not written)."""
     wall_s: float
     outcomes: tuple[TrialOutcome, ...]
 
@@ -739,22 +734,22 @@ def open_sweep(
             sampler=make_sampler(spec),
             pruner=make_pruner(spec),
         )
-        known = study.user_attrs.get("simlab.fingerprint")
+        known = study.user_attrs.get(names.STUDY_FINGERPRINT)
         if known is not None and known != spec.fingerprint():
             raise SpecError(
                 f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
                 "a new `name` or another --storage (resuming it would mix two sweeps)"
             )
-        study.set_user_attr("simlab.fingerprint", spec.fingerprint())
+        study.set_user_attr(names.STUDY_FINGERPRINT, spec.fingerprint())
         client = tracking.prepare(store)
         experiment_id = tracking.ensure_experiment(client, spec.name, store)
         provenance = tracking.provenance_tags()
         parent_tags = {
-            "simlab.sampler": spec.sampler,
-            "simlab.objective": spec.objective.metric,
-            "simlab.storage": study_store.shown,
-            "mlflow.note.content": spec.description,
-            **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
+            names.SAMPLER_TAG: spec.sampler,
+            names.OBJECTIVE_TAG: spec.objective.metric,
+            names.STORAGE_TAG: study_store.shown,
+            names.NOTE_TAG: spec.description,
+            **({names.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
             **provenance,
         }
         # one parent per sweep, whichever host comes first: the lock makes search-then-create atomic
@@ -826,7 +821,7 @@ def run_sweep(
     echo: Callable[[str], None] = print,
     heartbeat: int = rdb.HEARTBEAT_S,
 ) -> SweepResult:
-    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write the summary."""
+    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write trials.csv."""
     from joblib import Parallel, delayed
     from tqdm import tqdm
 
@@ -875,9 +870,8 @@ def run_sweep(
     finally:
         table = None
         with contextlib.suppress(Exception):
-            table = write_summary(study, spec, results_dir(store, sweep.root, spec.name))
+            table = write_trials(study, results_dir(store, sweep.root, spec.name))
             client.log_artifact(ctx.parent_run_id, str(table), "summary")
-            client.log_artifact(ctx.parent_run_id, str(table.with_suffix(".md")), "summary")
         tracking.finish_run(client, ctx.parent_run_id, status, reason)
     return sweep.result(outcomes, table, start)
 
@@ -887,11 +881,15 @@ def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
     return base / "sweeps" / name
 
 
-def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
-    """Per-trial CSV and a per-point summary (mean, SE over seeds) as CSV and Markdown; the CSV's path."""
-    import polars as pl
+TRIAL_SCHEMA = {
+    "trial": pl.Int64, "point": pl.Utf8, "seed": pl.Int64, "state": pl.Utf8, "value": pl.Float64,
+    "failure": pl.Utf8, "reason": pl.Utf8, "mlflow_run_id": pl.Utf8,
+}
+"""The columns of ``trials.csv``: one row per trial that left the queue."""
 
-    folder.mkdir(parents=True, exist_ok=True)
+
+def trial_table(study: optuna.Study) -> pl.DataFrame:
+    """One row per trial that left the queue: its grid point, seed, state, value and why it failed."""
     rows = []
     everything = study.get_trials(deepcopy=False)
     replaced = {t.user_attrs[ATTR_REPLACES]: t for t in everything if ATTR_REPLACES in t.user_attrs}
@@ -905,55 +903,16 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
             failure, reason = "killed", "its worker stopped its heartbeat"
             if t.number in replaced:
                 reason += f"; its cell ran again as trial {replaced[t.number].number}"
-        rows.append(
-            {
-                "trial": t.number,
-                "point": point or "-",
-                "seed": cell.get("seed"),
-                "state": t.state.name,
-                "value": t.value,
-                "failure": failure,
-                "reason": reason,
-                "mlflow_run_id": t.user_attrs.get(ATTR_RUN, ""),
-            }
-        )
-    trials = pl.DataFrame(
-        rows,
-        schema={
-            "trial": pl.Int64,
-            "point": pl.Utf8,
-            "seed": pl.Int64,
-            "state": pl.Utf8,
-            "value": pl.Float64,
-            "failure": pl.Utf8,
-            "reason": pl.Utf8,
-            "mlflow_run_id": pl.Utf8,
-        },
-    )
-    trials.write_csv(folder / "trials.csv")
-    done = pl.col("state") == "COMPLETE"
-    summary = (
-        trials.group_by("point")
-        .agg(
-            done.sum().alias("n"),
-            pl.col("value").filter(done).mean().alias("mean"),
-            (pl.col("value").filter(done).std() / done.sum().cast(pl.Float64).sqrt()).alias("se"),
-            (pl.col("failure") == "diverged").sum().alias("diverged"),
-            (pl.col("state") == "FAIL").sum().alias("failed"),
-        )
-        .sort("mean", descending=spec.objective.direction == "maximize", nulls_last=True)
-    )
-    path = folder / "summary.csv"
-    summary.write_csv(path)
-    lines = [
-        f"# sweep {spec.name}: {spec.objective.metric} ({spec.objective.direction})",
-        "",
-        "| point | n | mean | se | diverged | failed (incl. killed, retried) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in summary.iter_rows(named=True):
-        mean = "-" if r["mean"] is None else f"{r['mean']:.4f}"
-        se = "-" if r["se"] is None or not math.isfinite(r["se"]) else f"{r['se']:.4f}"
-        lines.append(f"| {r['point']} | {r['n']} | {mean} | {se} | {r['diverged']} | {r['failed']} |")
-    path.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        rows.append({"trial": t.number, "point": point or "-", "seed": cell.get("seed"), "state": t.state.name,
+                     "value": t.value, "failure": failure, "reason": reason,
+                     "mlflow_run_id": t.user_attrs.get(ATTR_RUN, "")})
+    return pl.DataFrame(rows, schema=TRIAL_SCHEMA)
+
+
+def write_trials(study: optuna.Study, folder: Path) -> Path:
+    """``trials.csv`` (:func:`trial_table`) in ``folder``; its path. The per-point summary over seeds is
+    the analysis layer's (:func:`simlab.analysis.summary.write_summary`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "trials.csv"
+    trial_table(study).write_csv(path)
     return path

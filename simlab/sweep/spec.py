@@ -19,7 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from simlab.errors import SpecError
 from simlab.registry import Registry
+from simlab.schema import flatten
 
 TOP_KEYS = (
     "name",
@@ -48,10 +50,6 @@ RESERVED = ("seed", "variant")
 """Optuna parameter names the runner uses itself."""
 SCALAR = (str, int, float, bool)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class SpecError(ValueError):
-    """A sweep spec is invalid; the message names the key and what is allowed."""
 
 
 def _name_registries() -> dict[str, Registry[Any]]:
@@ -112,7 +110,8 @@ class Objective:
     """The metric a trial returns and which way is better."""
 
     metric: str
-    """A key of the dict the trial function returns, e.g. ``eval/compacted_success``."""
+    """A key of the dict the trial function returns, e.g. ``eval/compacted/success``
+    (:data:`simlab.names.EVAL_COMPACTED_SUCCESS`)."""
     direction: str = "maximize"
     """``maximize`` or ``minimize``."""
 
@@ -265,7 +264,7 @@ def load_spec(path: Path | str) -> SweepSpec:
 
 
 def _bad(key: str, value: Any, allowed: str) -> SpecError:
-    return SpecError(f"`{key}={value!r}` is invalid; {allowed}")
+    return SpecError.invalid(key, value, allowed)
 
 
 def _is_int(v: Any) -> bool:
@@ -284,23 +283,12 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) 
             )
 
 
-def _flatten_settings(where: str, table: Any, *, dist_ok: bool) -> dict[str, Any]:
-    """TOML dotted keys nest; flatten to key paths, stopping at lists and at ``{type = ...}`` tables."""
+def _key_paths(where: str, table: Any, *, dist_ok: bool) -> dict[str, Any]:
+    """The table under ``where`` as key paths (TOML dotted keys nest; :func:`simlab.schema.flatten`),
+    stopping at lists and, where distributions are allowed, at ``{type = ...}`` tables."""
     if not isinstance(table, dict):
         raise _bad(where, table, "give a table of key path = value")
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        path = f"{where}.{key}" if where else key
-        if isinstance(value, dict) and not (dist_ok and "type" in value):
-            for sub, sub_value in _flatten_settings(path, value, dist_ok=dist_ok).items():
-                out[sub] = sub_value
-        else:
-            out[path] = value
-    return out
-
-
-def _strip(prefix: str, flat: dict[str, Any]) -> dict[str, Any]:
-    return {k[len(prefix) + 1 :]: v for k, v in flat.items()}
+    return flatten(table, leaf=(lambda t: "type" in t) if dist_ok else None)
 
 
 def _check_value(where: str, key: str, value: Any) -> None:
@@ -424,9 +412,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     for key in ("preset", "recipe"):
         if key in base_raw and not isinstance(base_raw[key], str):
             raise _bad(f"base.{key}", base_raw[key], "give a preset name (string)")
-    overrides = _strip(
-        "base.overrides", _flatten_settings("base.overrides", base_raw.get("overrides", {}), dist_ok=False)
-    )
+    overrides = _key_paths("base.overrides", base_raw.get("overrides", {}), dist_ok=False)
     for key, value in overrides.items():
         if key in RESERVED or key in TOP_LEVEL_SETTINGS:
             raise SpecError(
@@ -435,7 +421,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
         _check_value("base.overrides", key, value)
     base = Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
 
-    space_flat = _strip("space", _flatten_settings("space", raw.get("space", {}), dist_ok=True))
+    space_flat = _key_paths("space", raw.get("space", {}), dist_ok=True)
     axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
 
     variants_raw = raw.get("variants", [])
@@ -452,9 +438,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
             raise _bad(f"{where}.name", vname, "give letters, digits, '_', '.' or '-'")
         if any(v.name == vname for v in variants):
             raise _bad(f"{where}.name", vname, "give each variant a distinct name")
-        settings = _strip(
-            f"{where}.set", _flatten_settings(f"{where}.set", item.get("set", {}), dist_ok=False)
-        )
+        settings = _key_paths(f"{where}.set", item.get("set", {}), dist_ok=False)
         for key, value in settings.items():
             if key in RESERVED:
                 raise SpecError(f"`{where}.set.{key}` is reserved; seeds go under `seeds`")
@@ -515,31 +499,65 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     return replace(spec, baseline=baseline)
 
 
+PROBE_LIMIT = 256
+"""Most configurations a tpe spec's probes resolve (every combination while there are this few)."""
+
+
+def _probe_values(axis: Axis) -> tuple[Any, ...]:
+    """What to try of one axis: a grid's values, a categorical's choices, an int range's values when it
+    has at most 8 (rules such as divisibility bite in between), else a range's two ends."""
+    if axis.grid is not None:
+        return axis.grid
+    d = axis.dist
+    assert d is not None
+    if d.kind == "categorical":
+        return d.choices
+    step = d.step if d.step is not None else (1 if d.kind == "int" else None)
+    if step is None:
+        return (d.low, d.high)
+    last = d.low + step * math.floor((d.high - d.low) / step + 1e-9)  # the highest value Optuna can sample
+    if d.kind == "int" and (last - d.low) // step < 8:
+        return tuple(range(int(d.low), int(last) + 1, int(step)))
+    return (d.low, int(last) if d.kind == "int" else last)
+
+
+def _combinations(values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Every combination of the axes' probe values while there are at most :data:`PROBE_LIMIT`, else
+    every combination of their ends, else every pair of axes at every pair of ends (the rest at their
+    low end): values valid one by one can still be invalid together (a window and a T_comp)."""
+    if math.prod(len(v) for v in values) <= PROBE_LIMIT:
+        return list(itertools.product(*values))
+    ends = [(v[0], v[-1]) if len(v) > 1 else v for v in values]
+    if math.prod(len(v) for v in ends) <= PROBE_LIMIT:
+        return list(itertools.product(*ends))
+    low = [v[0] for v in ends]
+    out = []
+    for i, j in itertools.combinations(range(len(ends)), 2):
+        for a, b in itertools.product(ends[i], ends[j]):
+            combo = list(low)
+            combo[i], combo[j] = a, b
+            out.append(tuple(combo))
+    return out
+
+
 def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Settings that exercise every swept value once: each grid point (capped) or each range's ends.
+    """Settings that exercise the spec before anything runs: each grid point, or for ``tpe`` the
+    combinations of its ranges' probe values (:func:`_combinations`) under each variant.
 
     The runner resolves each through the trial backend before anything is written, so an unknown key
-    path or an out-of-range value fails the whole sweep up front instead of failing trials one by one.
+    path, an out-of-range value or values that clash fail the whole sweep up front instead of failing
+    trials one by one.
     """
     if spec.sampler == "grid":
         return [spec.settings(p) for p in spec.grid_points()]
-    probes: list[dict[str, Any]] = []
+    keys = [axis.key for axis in spec.axes]
+    combos = _combinations([_probe_values(axis) for axis in spec.axes])
     variants: list[str | None] = [v.name for v in spec.variants] or [None]
+    probes = []
     for variant in variants:
-        for axis in spec.axes:
-            values: tuple[Any, ...]
-            if axis.grid is not None:
-                values = axis.grid
-            elif axis.dist is not None and axis.dist.kind == "categorical":
-                values = axis.dist.choices
-            else:
-                assert axis.dist is not None
-                values = (axis.dist.low, axis.dist.high)
-            for value in values:
-                params: dict[str, Any] = {axis.key: value}
-                if variant is not None:
-                    params["variant"] = variant
-                probes.append(spec.settings(params))
-        if not spec.axes and variant is not None:
-            probes.append(spec.settings({"variant": variant}))
+        for combo in combos:
+            params: dict[str, Any] = dict(zip(keys, combo, strict=True))
+            if variant is not None:
+                params["variant"] = variant
+            probes.append(spec.settings(params))
     return probes
