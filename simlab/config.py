@@ -21,7 +21,6 @@ import copy
 import hashlib
 import json
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +48,7 @@ from simlab.schema import (
     parse_overrides,
     parse_value,
     plain,
+    read_toml,
     section,
     seed_rule,
     set_path,
@@ -472,26 +472,6 @@ def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
                               f"or one of {list(TOP_LEVEL)}", key=path, allowed="use section.key")
         set_path(out, path, value)
     return out
-
-
-def read_toml(path: Path | str, what: str = "config file") -> dict[str, Any]:
-    """A TOML file's contents; a missing file, a folder, a binary file or bad TOML names the path."""
-    path = Path(path)
-    shown = str(path)
-    if path.is_dir():
-        raise ConfigError.invalid(what, shown, "it is a folder; give a TOML file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError.invalid(what, shown, "it does not exist") from None
-    except UnicodeDecodeError:
-        raise ConfigError.invalid(what, shown, "it is not UTF-8 text (a binary file?); give a TOML file") from None
-    except OSError as exc:
-        raise ConfigError.invalid(what, shown, f"it cannot be read ({exc.strerror or exc})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError.invalid(what, shown, f"it is not valid TOML: {exc}") from None
 
 
 def load(path: Path | str, overrides: list[str] | None = None) -> RunConfig:

@@ -505,6 +505,27 @@ def parse_overrides(items: Iterable[str], *, option: str = "--set") -> dict[str,
     return out
 
 
+def read_toml(path: Path | str, what: str = "config file", error: type[ConfigError] = ConfigError) -> dict[str, Any]:
+    """A TOML file's contents; a missing file, a folder, a binary file or bad TOML is an ``error`` naming
+    ``what`` (the option or argument) and the path."""
+    path = Path(path)
+    shown = str(path)
+    if path.is_dir():
+        raise error.invalid(what, shown, "it is a folder; give a TOML file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error.invalid(what, shown, "it does not exist") from None
+    except UnicodeDecodeError:
+        raise error.invalid(what, shown, "it is not UTF-8 text (a binary file?); give a TOML file") from None
+    except OSError as exc:
+        raise error.invalid(what, shown, f"it cannot be read ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error.invalid(what, shown, f"it is not valid TOML: {exc}") from None
+
+
 def set_path(nested: dict[str, Any], path: str, value: Any) -> None:
     """Set ``a.b.c`` in a nested dict, making tables on the way; a value in the way is an error."""
     *head, last = path.split(".")
@@ -521,5 +542,5 @@ __all__ = [
     "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "TOKENS_MAX",
     "Either", "FilePath", "Flag", "Instance", "IntIn", "Maybe", "NameIn", "OneOf", "Pair", "RealIn", "Rule", "Section",
     "check_value", "choices_text", "flatten", "int_text", "loggable", "parse_overrides", "parse_value", "plain",
-    "real_text", "section", "seed_rule", "set_path",
+    "read_toml", "real_text", "section", "seed_rule", "set_path",
 ]

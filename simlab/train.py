@@ -236,7 +236,7 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         opt.step()
         if sink is not None:
-            sink.log_metrics({names.BASE_LOSS: float(loss), **rollout_metrics(rb, names.BASE_TEACHER)}, step=step)
+            sink.log_metrics({names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}, step=step)
         if progress is not None:
             progress(1)
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from simlab.credit import kernels
-from simlab.credit.batch import FloatArray, SegmentBatch
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.registry import Registry
+from simlab.segments import FloatArray, SegmentBatch
 
 
 @dataclass(frozen=True)

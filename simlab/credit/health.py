@@ -11,16 +11,15 @@ can differ at all.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from simlab import names
-from simlab.credit.batch import BoolArray, FloatArray, IntArray, SegmentBatch
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.credit.normalisers import row_weights
+from simlab.segments import BoolArray, FloatArray, IntArray, SegmentBatch, within_group_stats
 
 QUANTILES = names.QUANTILES
 
@@ -77,34 +76,6 @@ def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> t
 def within_group(batch: SegmentBatch) -> dict[str, float]:
     """:func:`within_group_stats` of a batch's segment counts, rewards and prompt groups."""
     return within_group_stats(batch.segments_per_rollout, batch.rewards, batch.groups)
-
-
-def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
-    """How much the segment count K varies inside prompt groups, and how it goes with reward there.
-
-    Args:
-        segments: (R,) K of each rollout; rewards: (R,) its terminal reward; groups: (R,) its prompt
-            group, as codes 0..num_groups-1.
-
-    ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
-    pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
-    group means (NaN when either has no within-group variation). Group-relative statistics see only
-    this variation: between-group differences in K cancel in them. A singleton group has SD 0 and
-    adds nothing to the correlation.
-    """
-    k = np.asarray(segments, dtype=np.float64)
-    r = np.asarray(rewards, dtype=np.float64)
-    g = np.asarray(groups)
-    size = np.bincount(g)
-    used = size > 0
-
-    def centred(x: FloatArray) -> FloatArray:
-        return x - (np.bincount(g, weights=x, minlength=size.size)[used] / size[used])[np.cumsum(used)[g] - 1]
-
-    dk, dr = centred(k), centred(r)
-    sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])
-    den = math.sqrt(float(dk @ dk) * float(dr @ dr))
-    return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
 
 
 WITHIN_GROUP_KEYS = {"segments_sd": names.WITHIN_GROUP_SD, "corr": names.WITHIN_GROUP_CORR}

@@ -13,8 +13,8 @@ from numbers import Real
 
 import numpy as np
 
-from simlab.credit.batch import FloatArray, SegmentBatch
 from simlab.registry import Registry
+from simlab.segments import FloatArray, SegmentBatch
 
 LambdaReading = Callable[..., FloatArray]
 """(batch, *, alpha, response_cap) -> (S,) length l per row used in lam = 1 - 1/(alpha*l)."""

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.credit.batch import SegmentBatch
 from simlab.harness.agents import make_agent
 from simlab.harness.config import HarnessConfig, check_window
 from simlab.harness.phases import phase_masks
@@ -38,6 +37,7 @@ from simlab.harness.protocol import (
     check_generation,
 )
 from simlab.harness.triggers import TRIGGERS, Trigger
+from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
 
 

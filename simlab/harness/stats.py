@@ -29,7 +29,7 @@ def cluster_se(values: np.ndarray, groups: np.ndarray) -> float:
 def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
     """Success, segment counts, compaction and overlong rates, corr(segments, reward), working context,
     effective horizon and throughput over one or more batches run with the same config."""
-    from simlab.credit.health import within_group_stats
+    from simlab.segments import within_group_stats
 
     recs = [r for b in batches for r in b.rollouts]
     cfg = batches[0].config

@@ -13,7 +13,6 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from simlab.errors import SpecError
 from simlab.registry import Registry
-from simlab.schema import flatten
+from simlab.schema import flatten, read_toml
 
 TOP_KEYS = (
     "name",
@@ -252,15 +251,7 @@ class SweepSpec:
 def load_spec(path: Path | str) -> SweepSpec:
     """Read and validate a TOML spec file."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"sweep spec {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read sweep spec {str(path)!r}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from None
-    return parse_spec(raw, default_name=path.stem)
+    return parse_spec(read_toml(path, "sweep spec", SpecError), default_name=path.stem)
 
 
 def _bad(key: str, value: Any, allowed: str) -> SpecError:

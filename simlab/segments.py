@@ -1,10 +1,13 @@
-"""The SegmentBatch: segmented rollouts laid out as rows, the one input the credit layer reads.
+"""The SegmentBatch: segmented rollouts laid out as rows, what the harness hands the credit layer.
+
+A shared type, in a neutral module: the harness builds it, the credit layer reads it, and neither imports
+the other.
 
 Rows are segments in rollout-major order (every segment of rollout 0, then rollout 1, ...). Each row
 holds the optimised tokens of one segment left-aligned in a ``(num_segments, max_tokens)`` grid; the
 rest of the row is padding. Dummy rows (``pad_to``) have zero tokens and belong to no rollout.
 
-Everything here is numpy; the batch knows nothing about tasks, models or trainers.
+Everything here is numpy (and two compiled loops); the batch knows nothing about tasks, models or trainers.
 """
 
 from __future__ import annotations
@@ -16,10 +19,9 @@ from functools import cached_property
 from numbers import Integral, Real
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
-
-from simlab.credit import kernels
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -233,7 +235,7 @@ class SegmentBatch:
     @cached_property
     def n_after(self) -> IntArray:
         """(S,) N_after(s): optimised tokens generated after row s in its rollout (0 on dummies)."""
-        return kernels.tokens_after(self.seg_tokens, self.seg_rollout)
+        return tokens_after(self.seg_tokens, self.seg_rollout)
 
     @cached_property
     def row_reward(self) -> FloatArray:
@@ -264,7 +266,7 @@ class SegmentBatch:
 
     def broadcast(self, per_row: NDArray[Any]) -> FloatArray:
         """(S,) per-row scalars written onto each row's real tokens: an (S, max_tokens) array."""
-        return kernels.broadcast_rows(
+        return broadcast_rows(
             np.ascontiguousarray(per_row, dtype=np.float64), self.seg_tokens, self.max_tokens
         )
 
@@ -344,3 +346,72 @@ def _value_grid(
             grid[row, :n] = arr
             row += 1
     return grid
+
+
+def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
+    """How much the segment count K varies inside prompt groups, and how it goes with reward there.
+
+    Args:
+        segments: (R,) K of each rollout; rewards: (R,) its terminal reward; groups: (R,) its prompt
+            group, as codes 0..num_groups-1.
+
+    ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
+    pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
+    group means (NaN when either has no within-group variation). Group-relative statistics see only
+    this variation: between-group differences in K cancel in them. A singleton group has SD 0 and
+    adds nothing to the correlation.
+    """
+    k = np.asarray(segments, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.asarray(groups)
+    size = np.bincount(g)
+    used = size > 0
+
+    def centred(x: FloatArray) -> FloatArray:
+        return x - (np.bincount(g, weights=x, minlength=size.size)[used] / size[used])[np.cumsum(used)[g] - 1]
+
+    dk, dr = centred(k), centred(r)
+    sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])
+    den = math.sqrt(float(dk @ dk) * float(dr @ dr))
+    return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
+
+
+# --- compiled loops over a batch's real tokens (the credit layer's kernels are in simlab.credit.kernels)
+_jit = numba.njit(cache=True, nogil=True)
+
+
+def broadcast_rows(
+    per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
+) -> NDArray[np.float64]:
+    """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
+    out = np.zeros((seg_tokens.size, width))
+    _broadcast_rows(out, per_row, seg_tokens)
+    return out
+
+
+@_jit
+def _broadcast_rows(
+    out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
+) -> None:
+    for s in range(seg_tokens.size):
+        x = per_row[s]
+        if x != 0.0:
+            for t in range(seg_tokens[s]):
+                out[s, t] = x
+
+
+@_jit
+def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
+    """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
+    out = np.zeros(seg_tokens.size, dtype=np.int64)
+    running = 0
+    current = -2
+    for s in range(seg_tokens.size - 1, -1, -1):
+        if seg_rollout[s] < 0:
+            continue
+        if seg_rollout[s] != current:
+            current = seg_rollout[s]
+            running = 0
+        out[s] = running
+        running += seg_tokens[s]
+    return out
