@@ -236,7 +236,8 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         opt.step()
         if sink is not None:
-            sink.log_metrics({names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}, step=step)
+            metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
+            sink.log_metrics(metrics, step=step)
         if progress is not None:
             progress(1)
 
