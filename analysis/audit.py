@@ -85,6 +85,7 @@ class Grid:
     """(rows, columns) figures in points."""
 
     def cell(self, row: str, column: str) -> Score:
+        """The score in ``row`` and ``column`` of this grid, as a :class:`Score` of its own."""
         i, j = self.rows.index(row), self.columns.index(column)
         return Score(
             id=f"{self.id}[{row}/{column}]",
@@ -151,6 +152,7 @@ class Published:
         return grid.cell(row, column)
 
     def source(self, paper: str, table: str) -> str:
+        """Where a paper's table is: its arXiv id (or URL) and the table's name."""
         meta = self.papers[paper]
         where = f"arXiv {meta['arxiv']}" if "arxiv" in meta else meta["url"].removeprefix("https://")
         return f"{where} {table}"
@@ -182,7 +184,7 @@ def _points(value: Any, where: str) -> float:
 
 
 def _positive_int(table: dict[str, Any], key: str, where: str, *, minimum: int) -> int | None:
-    value = _get(table, key, int, where, None)
+    value: int | None = _get(table, key, int, where, None)
     if value is not None and value < minimum:
         raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose an integer >= {minimum}")
     return value

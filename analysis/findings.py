@@ -54,6 +54,8 @@ Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "
 # ------------------------------------------------------------------------------------------- specs
 @dataclass(frozen=True)
 class Mechanism:
+    """A mechanism metric reported beside a finding's outcome, reduced over each run's steps."""
+
     metric: str
     reduce: str
     """``final``, ``first`` or ``mean`` over the run's logged steps."""
@@ -89,10 +91,12 @@ class FindingRow:
 
     @property
     def sign(self) -> float | None:
+        """The sign the finding must reproduce: the published delta's, else ``direction``'s; ``None`` if neither."""
         ref = self.published if self.published is not None else self.direction
         return None if ref is None or ref == 0 else math.copysign(1.0, ref)
 
     def metrics(self) -> set[str]:
+        """Every metric the row reads: the outcome, the mechanism metrics and the slope's ``x``."""
         return {self.metric, *(m.metric for m in self.mechanism), *([self.x] if self.x else [])}
 
 
@@ -237,6 +241,7 @@ def live_runs(experiment: str, metrics: set[str], tracking_uri: str | None = Non
 
 
 def export_path(experiment: str, folder: Path = EXPORT_DIR) -> Path:
+    """The committed per-run export of ``experiment``: ``<folder>/<experiment>.csv``."""
     return folder / f"{experiment}.csv"
 
 
@@ -301,6 +306,8 @@ def per_seed(row: FindingRow, frame: pl.DataFrame, arm: str) -> dict[int, float]
 
 @dataclass(frozen=True)
 class Comparison:
+    """A difference between two arms: treatment - baseline with its SE, sigma and how it was paired."""
+
     difference: float
     se: float
     sigma: float
@@ -311,6 +318,7 @@ class Comparison:
 
     @property
     def mde(self) -> float:
+        """The minimum detectable effect at 2 sigma with this SE."""
         return stats.min_detectable_effect(self.se)
 
 
@@ -400,6 +408,8 @@ def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> di
 # ------------------------------------------------------------------------------------- the command
 @dataclass(frozen=True)
 class Findings:
+    """The findings table: one evaluated row per finding, and where each sweep's runs came from."""
+
     rows: list[dict[str, Any]]
     sources: dict[str, str]
     """Spec name -> where its runs came from: ``store``, the export's path, or ``none``."""
@@ -458,6 +468,7 @@ def _mech(r: dict[str, Any]) -> str:
 
 
 def to_markdown(found: Findings) -> str:
+    """The findings table as Markdown, with where each sweep's runs came from."""
     headers = ["#", "Finding", "Published", "simlab: treatment - baseline", "Control",
                "Mechanism (treatment vs baseline)", "Verdict"]
     rows = [
@@ -471,5 +482,6 @@ def to_markdown(found: Findings) -> str:
 
 
 def as_frame(found: Findings) -> pl.DataFrame:
+    """The findings table as a frame (mechanism values as one text column), for CSV and parquet."""
     flat = [{k: v for k, v in r.items() if k != "mechanism"} | {"mechanism": _mech(r)} for r in found.rows]
     return pl.DataFrame(flat, infer_schema_length=None)

@@ -461,6 +461,7 @@ def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) 
 
 
 def credit_markdown(credit: pl.DataFrame) -> str:
+    """The credit-health table as a Markdown section with its explanation."""
     headers = ["Variant", "Seeds", "K SD in group", "corr(K, R) in group", "Longer rollouts' weight share (%)",
                "Their token share (%)", "Excess weight (points)", "Baseline shift",
                "Adv. error, pre-final segments (rel. L2)"]
@@ -778,6 +779,8 @@ def write_figures(sweep: SweepRuns, folder: Path) -> tuple[list[Path], list[str]
 # ------------------------------------------------------------------------------------ the report
 @dataclass(frozen=True)
 class Report:
+    """A written report: the runs it read, its tables, its Markdown, the files written and skipped."""
+
     sweep: SweepRuns
     table: pl.DataFrame
     published: pl.DataFrame | None

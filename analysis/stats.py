@@ -181,6 +181,7 @@ class Difference:
 
     @property
     def sigma(self) -> float:
+        """difference / se (NaN when the SE is 0 or unknown)."""
         return significance(self.difference, self.se)
 
 
@@ -334,6 +335,7 @@ class LikeForLike:
 
     @property
     def matched(self) -> bool:
+        """Whether the horizons match (ratio 1 up to rounding)."""
         return math.isclose(self.ratio, 1.0, rel_tol=1e-9)
 
 

@@ -353,7 +353,8 @@ def _write_summary(spec: Any, result: Any) -> Path | None:
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
     """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
-    from simlab.analysis.report import ReportError, build_report
+    from simlab.analysis.report import build_report
+    from simlab.errors import ReportError
 
     try:
         made = build_report(experiment, tracking_uri=tracking_uri)

@@ -33,6 +33,7 @@ class Registry(Generic[T]):
         return add
 
     def add(self, name: str, obj: T, *, aliases: tuple[str, ...] = ()) -> None:
+        """Register ``obj`` under ``name`` and ``aliases``; a name taken already is an error."""
         for key in (name, *aliases):
             if key in self._items or key in self._aliases:
                 raise ValueError(f"{self.kind} {key!r} is already registered")

@@ -73,12 +73,15 @@ class Rule:
     """The error type a refusal raises (``UnknownNameError`` for a registered name)."""
 
     def check(self, value: Any) -> Any:  # pragma: no cover - every rule overrides it
+        """``value`` as the field stores it, or raise ``_Bad`` saying what is allowed."""
         raise NotImplementedError
 
     def refuse(self) -> NoReturn:
+        """Refuse the value with this rule's ``allowed`` text."""
         raise _Bad(self.allowed, kind=self.error)
 
     def __call__(self, value: Any) -> Any:
+        """pydantic's plain validator: :meth:`check`, with a refusal as a pydantic error carrying its text."""
         try:
             return self.check(value)
         except _Bad as bad:
@@ -116,12 +119,14 @@ def int_text(lo: int, hi: int) -> str:
 
 
 def real_text(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
+    """``choose a value in [lo, hi]`` (brackets by openness), or ``choose a finite value > lo``."""
     if math.isinf(hi):
         return f"choose a finite value {'>' if lo_open else '>='} {lo:g}"
     return f"choose a value in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
 
 
 def choices_text(choices: Iterable[Any]) -> str:
+    """The choices quoted and joined: ``'a', 'b'``."""
     return ", ".join(repr(c) for c in choices)
 
 
@@ -134,9 +139,11 @@ class IntIn(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return int_text(self.lo, self.hi)
 
     def check(self, value: Any) -> Any:
+        """The integer itself, or a refusal."""
         if not (_is_int(value) and self.lo <= value <= self.hi):
             self.refuse()
         return value
@@ -153,9 +160,11 @@ class RealIn(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return real_text(self.lo, self.hi, self.lo_open, self.hi_open)
 
     def check(self, value: Any) -> Any:
+        """The number itself (an integer stays one), or a refusal."""
         if not _is_real(value):
             self.refuse()
         v = float(value)
@@ -172,6 +181,7 @@ class Flag(Rule):
     allowed: str = "choose true or false"
 
     def check(self, value: Any) -> Any:
+        """The boolean itself, or a refusal."""
         if not isinstance(value, bool):
             self.refuse()
         return value
@@ -185,9 +195,11 @@ class OneOf(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return f"choose one of {choices_text(self.choices)}"
 
     def check(self, value: Any) -> Any:
+        """The string itself, or a refusal."""
         if not (isinstance(value, str) and value in self.choices):
             self.refuse()
         return value
@@ -214,6 +226,7 @@ class NameIn(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         names = self.registry()
         listed = names.choices() if callable(getattr(names, "choices", None)) else choices_text(names)  # type: ignore[attr-defined]
         if not self.extra:
@@ -222,6 +235,7 @@ class NameIn(Rule):
         return f"choose {extra} or one of {listed}"
 
     def check(self, value: Any) -> Any:
+        """The name itself (an alias stays one), or a refusal."""
         if not (isinstance(value, str) and (value in self.extra or value in self.registry())):
             self.refuse()
         return value
@@ -236,9 +250,11 @@ class Pair(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return f"give a (min, max) pair of integers in [{self.lo}, {self.hi}]"
 
     def check(self, value: Any) -> Any:
+        """The pair as a tuple, or a refusal naming the element that fails."""
         if not (isinstance(value, (tuple, list)) and len(value) == 2):
             self.refuse()
         for i, lo in ((0, self.lo), (1, value[0] if _is_int(value[0]) else self.lo)):
@@ -257,9 +273,11 @@ class Either(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return self.text() if callable(self.text) else self.text
 
     def check(self, value: Any) -> Any:
+        """What the first accepting rule returns, or a refusal."""
         for rule in self.rules:
             try:
                 return rule.check(value)
@@ -276,9 +294,11 @@ class Maybe(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return f"{self.rule.allowed}, or leave it unset"
 
     def check(self, value: Any) -> Any:
+        """``None``, or what the inner rule returns."""
         return None if value is None else self.rule.check(value)
 
 
@@ -289,6 +309,7 @@ class FilePath(Rule):
     what: str = "file"
 
     def check(self, value: Any) -> Any:
+        """The path itself, or a refusal saying whether it is missing or a folder."""
         if not isinstance(value, str) or not value:
             raise _Bad(f"give the path of a {self.what} as a string")
         path = Path(value)
@@ -307,9 +328,11 @@ class Instance(Rule):
 
     @property
     def allowed(self) -> str:  # type: ignore[override]
+        """What the rule allows, as the error says it."""
         return f"give a {self.cls.__name__}"
 
     def check(self, value: Any) -> Any:
+        """The instance itself, or a refusal."""
         if not isinstance(value, self.cls):
             self.refuse()
         return value
@@ -387,6 +410,7 @@ class Section:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
+        """The section's field names, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
 
     def replace(self, **changes: Any) -> Self:
@@ -420,7 +444,8 @@ def _first_error(cls: type, exc: ValidationError) -> ConfigError:
         return ConfigError(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
     if kind == "simlab":
         value = ctx["value"] if ctx.get("has_value") else err.get("input")
-        return ctx.get("kind", ConfigError).invalid(key + str(ctx.get("suffix", "")), value, str(ctx["allowed"]))
+        kind_of: type[ConfigError] = ctx.get("kind", ConfigError)
+        return kind_of.invalid(key + str(ctx.get("suffix", "")), value, str(ctx["allowed"]))
     if isinstance(original, Exception):
         return ConfigError.invalid(key, err.get("input"), str(original))
     return ConfigError.invalid(key, err.get("input"), str(err.get("msg", "")))

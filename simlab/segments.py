@@ -143,7 +143,7 @@ class SegmentBatch:
         )
 
     def with_values(self, values: FloatArray) -> SegmentBatch:
-        """This batch with critic values given as an (S, max_tokens) grid (0 on padding).
+        """The batch with critic values given as an (S, max_tokens) grid (0 on padding).
 
         The trainer scores a whole rollout batch at once, so its values already come as a grid; this
         skips the per-segment lists of :meth:`from_rollouts` but checks the same things.
@@ -193,10 +193,12 @@ class SegmentBatch:
 
     @property
     def num_rollouts(self) -> int:
+        """Rollouts in the batch (R)."""
         return int(self.rewards.size)
 
     @property
     def num_groups(self) -> int:
+        """Prompt groups in the batch."""
         return len(self.group_labels)
 
     @property
@@ -206,13 +208,15 @@ class SegmentBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """(rows, row width) of the token grids."""
         return (self.num_segments, self.max_tokens)
 
     # ------------------------------------------------------------------ derived per row / rollout
     @cached_property
     def is_real(self) -> BoolArray:
         """(S,) False on dummy rows."""
-        return self.seg_rollout != DUMMY
+        real: BoolArray = self.seg_rollout != DUMMY
+        return real
 
     @cached_property
     def token_mask(self) -> BoolArray:
@@ -271,6 +275,7 @@ class SegmentBatch:
         )
 
     def require_values(self, who: str) -> FloatArray:
+        """The critic values, or ``ValueError`` naming ``who`` needed them when the batch has none."""
         if self.values is None:
             raise ValueError(f"{who} needs critic values; build the batch with values=...")
         return self.values
@@ -352,8 +357,9 @@ def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray
     """How much the segment count K varies inside prompt groups, and how it goes with reward there.
 
     Args:
-        segments: (R,) K of each rollout; rewards: (R,) its terminal reward; groups: (R,) its prompt
-            group, as codes 0..num_groups-1.
+        segments: (R,) K of each rollout.
+        rewards: (R,) its terminal reward.
+        groups: (R,) its prompt group, as codes 0..num_groups-1.
 
     ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
     pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
@@ -368,7 +374,9 @@ def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray
     used = size > 0
 
     def centred(x: FloatArray) -> FloatArray:
-        return x - (np.bincount(g, weights=x, minlength=size.size)[used] / size[used])[np.cumsum(used)[g] - 1]
+        means: FloatArray = np.bincount(g, weights=x, minlength=size.size)[used] / size[used]
+        out: FloatArray = x - means[np.cumsum(used)[g] - 1]
+        return out
 
     dk, dr = centred(k), centred(r)
     sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])

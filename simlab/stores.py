@@ -71,6 +71,7 @@ def shown(url: str) -> str:
 
 
 def scheme_of(url: str) -> str | None:
+    """The lower-cased scheme of a URL (``postgresql``), or ``None`` for a plain path."""
     return url.split("://", 1)[0].lower() if "://" in url else None
 
 
@@ -95,10 +96,12 @@ class StudyStore:
 
     @property
     def is_rdb(self) -> bool:
+        """Whether the study lives in a database (PostgreSQL or SQLite) rather than a journal file."""
         return self.kind != "journal"
 
     @property
     def shown(self) -> str:
+        """The location fit to print (the password replaced)."""
         return shown(self.location)
 
 

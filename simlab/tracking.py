@@ -67,6 +67,7 @@ class Store:
     """Artifact location for new experiments (a ``file://`` URI); ``None`` lets a server decide."""
 
     def client(self) -> MlflowClient:
+        """A client for this store."""
         return MlflowClient(tracking_uri=self.tracking_uri)
 
     @property
@@ -320,6 +321,7 @@ class MlflowSink:
         self.closed = False
 
     def log_params(self, params: dict[str, Any]) -> None:
+        """Log the params (flattened to key paths) in batches of at most 100."""
         flat = [Param(k, _clip(_param_text(v), MAX_PARAM_CHARS)) for k, v in sorted(flatten(params).items())]
         start = time.perf_counter()
         for chunk in _chunks(flat, MAX_PARAMS_PER_BATCH):
@@ -327,6 +329,7 @@ class MlflowSink:
         self.write_seconds += time.perf_counter() - start
 
     def set_tags(self, tags: dict[str, str]) -> None:
+        """Set tags in one batch."""
         start = time.perf_counter()
         self.client.log_batch(
             self.run_id, tags=[RunTag(k, _clip(str(v), MAX_TAG_CHARS)) for k, v in tags.items()]
@@ -334,6 +337,7 @@ class MlflowSink:
         self.write_seconds += time.perf_counter() - start
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Log one step's metrics in batches of at most 1000, and keep them for the figures."""
         start = time.perf_counter()
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, int(step)) for k, v in metrics.items()]
@@ -343,6 +347,7 @@ class MlflowSink:
         self.write_seconds += time.perf_counter() - start
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Attach a file to the run."""
         start = time.perf_counter()
         self.client.log_artifact(self.run_id, str(path), artifact_path)
         self.write_seconds += time.perf_counter() - start

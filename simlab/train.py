@@ -301,12 +301,14 @@ class Trainer:
         return int(rng.integers(0, self.cfg.train_seed_limit - self.cfg.train.prompts))
 
     def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
+        """Roll out one step's prompts x G with the policy, on the step's prompt stream."""
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
                        group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
+        """The critic's values on the batch's tokens, or ``None`` without a critic."""
         if self.critic is None:
             return None
         self.critic.eval()
@@ -338,6 +340,7 @@ class Trainer:
         return batch, grids, est.advantages
 
     def update_policy(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        """The clipped policy update (``epochs`` passes in mini-batches); its loss diagnostics."""
         t = self.cfg.train
         reuse = self.first_epoch_scores_old()
         if reuse:  # filled by the first epoch, before its optimiser step
@@ -379,6 +382,7 @@ class Trainer:
         return {k: float(np.mean(v)) if v else math.nan for k, v in finite.items()}
 
     def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        """``value_updates`` critic regressions on the value targets; the last value loss."""
         assert self.critic is not None
         t = self.cfg.train
         opt = self.critic_opt if self.critic_opt is not None else self.opt
@@ -401,6 +405,7 @@ class Trainer:
         return {names.LOSS_VALUE: last}
 
     def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
+        """One RL step: rollouts, credit, updates (policy unless ``policy_update`` is False, critic), metrics."""
         t = self.cfg.train
         t0 = time.perf_counter()
         rb, env, agent = self.rollout(step, pretrain=not policy_update)
@@ -457,6 +462,7 @@ class Trainer:
         return passes
 
     def health(self, batch: SegmentBatch, adv: np.ndarray) -> dict[str, float]:
+        """The credit layer's health summary of the batch, and its advantages against the reference."""
         t = self.cfg.train
         lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
         opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,

@@ -14,6 +14,7 @@ from torch import Tensor
 
 
 def check_clip(name: str, value: float) -> float:
+    """``value`` as a float, or ``ValueError`` unless it is a number > 0 (a clip range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"`{name}={value!r}` is invalid; choose a value > 0")
     return float(value)

@@ -120,6 +120,7 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
+        """Draw a fresh instance (from ``seed``, else the next one of the env's stream); its prompt."""
         super().reset(seed=seed)
         if seed is not None:
             self._base, self._episode = int(seed), 0
@@ -133,6 +134,7 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
         return self.instances.prompt[0].copy(), {"hard": bool(self.instances.hard[0])}
 
     def step(self, action: int) -> tuple[IntArray, float, bool, bool, dict[str, Any]]:
+        """Play ``action``; the next observation, the reward, and whether the episode ended."""
         if self.instances is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(action, self.config.vocab_size).reshape(1)
@@ -185,6 +187,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
+        """Draw a fresh instance per env (``seed``: an int gives env i ``seed + i``, a list one each); the prompts."""
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             if len(seeds) != self.num_envs:
@@ -204,6 +207,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         return self.instances.prompt.copy(), {"hard": self.instances.hard.copy()}
 
     def step(self, actions: IntArray) -> tuple[IntArray, Any, Any, Any, dict[str, Any]]:
+        """Play one action per env; finished envs start their next instance on the following step."""
         if self.instances is None or self._next is None or self._base is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(actions, self.config.vocab_size).reshape(self.num_envs)
@@ -262,7 +266,7 @@ _TASK_DOC = """
 """
 
 
-class KeyRecallEnv(TokenTaskEnv):
+class KeyRecallEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """KeyRecall: remember the fact that will be asked about.
 
@@ -277,12 +281,12 @@ class KeyRecallEnv(TokenTaskEnv):
     task = KEY_RECALL
 
 
-class KeyRecallVectorEnv(TokenTaskVectorEnv):
+class KeyRecallVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = KeyRecallEnv.__doc__
     task = KEY_RECALL
 
 
-class PointerChaseEnv(TokenTaskEnv):
+class PointerChaseEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """PointerChase: follow links, keep a running sum.
 
@@ -296,12 +300,12 @@ class PointerChaseEnv(TokenTaskEnv):
     task = POINTER_CHASE
 
 
-class PointerChaseVectorEnv(TokenTaskVectorEnv):
+class PointerChaseVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = PointerChaseEnv.__doc__
     task = POINTER_CHASE
 
 
-class PeekReadEnv(TokenTaskEnv):
+class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """PeekRead: what the agent reads sets how much context it spends.
 
@@ -320,6 +324,6 @@ class PeekReadEnv(TokenTaskEnv):
     task = PEEK_READ
 
 
-class PeekReadVectorEnv(TokenTaskVectorEnv):
+class PeekReadVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = PeekReadEnv.__doc__
     task = PEEK_READ

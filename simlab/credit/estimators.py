@@ -239,7 +239,7 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
 
 
 def estimator_family(name: str) -> str:
-    """ "gae" for estimators that need critic values, "group" for the rest."""
+    """The family of an estimator: ``gae`` when it needs critic values, ``group`` otherwise."""
     return "gae" if ESTIMATORS.canonical(name).startswith("gae") else "group"
 
 

@@ -45,6 +45,7 @@ def trajectory_length(batch: SegmentBatch, **_: object) -> FloatArray:
 
 
 def check_gamma(gamma: object) -> float:
+    """``gamma`` as a float, or ``ValueError`` unless it is a number in (0, 1]."""
     if isinstance(gamma, bool) or not isinstance(gamma, Real) or not (0.0 < float(gamma) <= 1.0):
         raise ValueError(f"`gamma={gamma!r}` is invalid; choose a value in (0, 1]")
     return float(gamma)

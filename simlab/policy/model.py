@@ -98,10 +98,12 @@ class KVCache:
 
     @property
     def batch_size(self) -> int:
+        """Rows the cache holds."""
         return int(self.lengths.shape[0])
 
     @property
     def trash_slot(self) -> int:
+        """The slot padded (non-)tokens of a ragged append are written to: ``max_len``."""
         return self.max_len
 
     def flat_slots(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
@@ -151,6 +153,7 @@ class CausalSelfAttention(nn.Module):
     def forward(
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
+        """Causal self-attention over ``x`` (B, T, C); with a cache, over the cached keys too."""
         B, T, C = x.shape
         qkv = self.qkv(x)  # (B, T, 3C)
         q = qkv[..., :C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, D)
@@ -195,6 +198,7 @@ class MLP(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        """dropout(proj(gelu(fc(x)))), shape-preserving (B, T, C)."""
         return self.drop(self.proj(F.gelu(self.fc(x))))
 
 
@@ -211,11 +215,14 @@ class Block(nn.Module):
     def forward(
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
+        """x + attn(ln(x)), then x + mlp(ln(x)); with a cache, the attention appends to it."""
         x = x + self.attn(self.ln_1(x), cache, layer, step)
         return x + self.mlp(self.ln_2(x))
 
 
 class PolicyOutput(NamedTuple):
+    """What a forward pass gives: next-token logits at every position, and the values."""
+
     logits: Tensor
     """(B, T, V) fp32 next-token logits at every position (unmasked)."""
     values: Tensor | None
@@ -255,6 +262,7 @@ class Policy(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """The device the parameters live on."""
         return self.wte.weight.device
 
     def num_parameters(self) -> int:

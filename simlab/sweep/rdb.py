@@ -119,6 +119,7 @@ class Beat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Beat:
+        """Record a first heartbeat and start the thread that keeps recording them (a database study only)."""
         if not heartbeat_on(self.storage):
             return self
         self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
@@ -143,6 +144,7 @@ class Beat:
                 continue
 
     def stop(self) -> None:
+        """Stop the heartbeat thread."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -112,11 +112,12 @@ def _process_start(pid: int) -> str | None:
 
 
 def host_name() -> str:
-    """This machine's identity in owner records: ``$SIMLAB_HOST``, else the host name."""
+    """The identity of this machine in owner records: ``$SIMLAB_HOST``, else the host name."""
     return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def this_owner() -> dict[str, Any]:
+    """The owner record of this process: host, pid, the pid's start time and when it started."""
     pid = os.getpid()
     return {"host": host_name(), "pid": pid, "start": _process_start(pid), "since": time.time()}
 
@@ -144,6 +145,7 @@ def _decode(value: Any, grid: Sequence[Any] | None) -> Any:
 
 
 def cell_params(cell: Cell) -> dict[str, Any]:
+    """A cell as Optuna parameters: list values JSON-encoded (categoricals hold scalars only), and the seed."""
     return {**{k: _encode(v) for k, v in cell.params.items()}, "seed": cell.seed}
 
 
@@ -151,6 +153,7 @@ def cell_params(cell: Cell) -> dict[str, Any]:
 
 
 def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """TPE for a tpe spec; a random sampler for a grid, whose trials all come from the queue with fixed params."""
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     # grid trials all come from the queue with fixed params; the sampler never chooses a value
@@ -158,6 +161,7 @@ def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.Ba
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    """The spec's pruner (median, percentile, or none)."""
     p = spec.pruner
     if p.kind == "median":
         return optuna.pruners.MedianPruner(
@@ -261,6 +265,7 @@ class RequeueStale:
         self.tracking_uri = tracking_uri
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Record why the stale trial ended, end its MLflow run, and queue its cell again."""
         # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
         # run and to the retry (trial_table reads it back from there)
         reason = f"killed: trial {trial.number}'s worker ({_who(trial)}) stopped its heartbeat; its cell is run again"
@@ -287,6 +292,7 @@ def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] =
 
 
 def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
+    """Trials a tpe sweep still needs: ``n_trials`` minus those already done or under way."""
     assert spec.n_trials is not None
     return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
 
@@ -374,12 +380,15 @@ class TrialSink:
             os._exit(70)
 
     def log_params(self, params: dict[str, Any]) -> None:
+        """Forward to the MLflow sink."""
         self.inner.log_params(params)
 
     def set_tags(self, tags: dict[str, str]) -> None:
+        """Forward to the MLflow sink."""
         self.inner.set_tags(tags)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Forward, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
         self._check_coordinator()
         if self.lost is not None and self.lost.is_set():
             raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
@@ -392,9 +401,11 @@ class TrialSink:
                 raise optuna.TrialPruned(f"pruned at step {step} ({self.objective}={value:.4g})")
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Forward to the MLflow sink."""
         self.inner.log_artifact(path, artifact_path)
 
     def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        """Forward to the MLflow sink."""
         self.inner.close(status, reason)
 
 
@@ -661,11 +672,13 @@ class OpenSweep:
     reconciled: list[int]
 
     def todo(self) -> int:
+        """Trials still to run: waiting grid cells, or the tpe trials ``n_trials`` still allows."""
         if self.spec.sampler == "grid":
             return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         return tpe_remaining(self.study, self.spec, self.ctx.final)
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
+        """The study's lock (a file lock beside a journal, the database's for an RDB study)."""
         return storage_lock(self.study_store.location, self.spec.name)
 
     def refresh(self) -> list[int]:
@@ -677,6 +690,7 @@ class OpenSweep:
         return failed
 
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float) -> SweepResult:
+        """The :class:`SweepResult` of this run's ``outcomes``."""
         return SweepResult(
             study=self.spec.name,
             storage=self.study_store.location,
@@ -877,6 +891,7 @@ def run_sweep(
 
 
 def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
+    """Where the sweep's local tables go: ``<store folder>/sweeps/<name>``."""
     base = store.local_folder or (root / "mlruns")
     return base / "sweeps" / name
 
