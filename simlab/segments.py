@@ -77,48 +77,15 @@ class SegmentBatch:
         Raises:
             ValueError: naming the argument, the position and what was wrong.
         """
-        if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
-            raise ValueError(
-                f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
-            )
-        num_rollouts = len(segment_tokens)
-        if num_rollouts == 0:
-            raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
-
-        counts: list[int] = []
-        per_rollout_k: list[int] = []
-        for r, segs in enumerate(segment_tokens):
-            if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
-                raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
-            if len(segs) == 0:
-                raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
-            for s, n in enumerate(segs):
-                if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
-                    raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
-                if n < 1:
-                    raise ValueError(
-                        f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
-                        "optimised token"
-                    )
-                counts.append(int(n))
-            per_rollout_k.append(len(segs))
-
+        counts, per_rollout_k = _segment_counts(segment_tokens)
+        num_rollouts = len(per_rollout_k)
         reward_arr = _finite_vector("rewards", rewards, num_rollouts)
-
         if groups is None:
             group_codes = np.zeros(num_rollouts, dtype=np.int64)
             labels: tuple[Hashable, ...] = (0,)
         else:
             group_codes, labels = _encode_groups(groups, num_rollouts)
-
-        if finished is None:
-            finished_arr = np.ones(num_rollouts, dtype=np.bool_)
-        else:
-            _check_length("finished", finished, num_rollouts)
-            for r, f in enumerate(finished):
-                if not isinstance(f, (bool, np.bool_)):
-                    raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
-            finished_arr = np.asarray(finished, dtype=np.bool_)
+        finished_arr = _finished_flags(finished, num_rollouts)
 
         k = np.asarray(per_rollout_k, dtype=np.int64)
         seg_tokens = np.asarray(counts, dtype=np.int64)
@@ -296,6 +263,45 @@ def _check_length(name: str, seq: Any, expected: int) -> None:
         raise ValueError(f"{name} must be a sequence with one entry per rollout, got {seq!r}") from None
     if n != expected:
         raise ValueError(f"{name} has {n} entries but segment_tokens has {expected} rollouts")
+
+
+def _segment_counts(segment_tokens: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """(every segment's token count in rollout-major order, each rollout's segment count), checked."""
+    if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
+        raise ValueError(
+            f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
+        )
+    if len(segment_tokens) == 0:
+        raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
+    counts: list[int] = []
+    per_rollout_k: list[int] = []
+    for r, segs in enumerate(segment_tokens):
+        if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
+            raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
+        if len(segs) == 0:
+            raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
+        for s, n in enumerate(segs):
+            if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
+                raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
+            if n < 1:
+                raise ValueError(
+                    f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
+                    "optimised token"
+                )
+            counts.append(int(n))
+        per_rollout_k.append(len(segs))
+    return counts, per_rollout_k
+
+
+def _finished_flags(finished: Sequence[bool] | None, num_rollouts: int) -> BoolArray:
+    """(R,) the finished flags (default: all True), each a bool."""
+    if finished is None:
+        return np.ones(num_rollouts, dtype=np.bool_)
+    _check_length("finished", finished, num_rollouts)
+    for r, f in enumerate(finished):
+        if not isinstance(f, (bool, np.bool_)):
+            raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
+    return np.asarray(finished, dtype=np.bool_)
 
 
 def _finite_vector(name: str, seq: Sequence[float], expected: int) -> FloatArray:

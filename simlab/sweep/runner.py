@@ -476,6 +476,94 @@ def _tell(study: optuna.Study, trial: optuna.Trial, **how: Any) -> bool:
     return True
 
 
+@dataclass
+class _ClaimedTrial:
+    """A claimed trial with its MLflow run: how it ends (finished, failed or pruned, or lost to another
+    process that failed it as stale). Every end tells Optuna before closing the run: see reconcile."""
+
+    study: optuna.Study
+    trial: optuna.Trial
+    sink: tracking.MlflowSink
+    start: float
+    """``perf_counter`` when the trial was claimed."""
+    create_s: float
+    """Seconds it took to create the MLflow run."""
+
+    def outcome(self, state: str, *, value: float | None = None, reason: str = "") -> TrialOutcome:
+        return TrialOutcome(self.trial.number, state, value=value, reason=reason,
+                            wall_s=time.perf_counter() - self.start,
+                            tracking_s=self.create_s + self.sink.write_seconds)
+
+    def gone(self) -> TrialOutcome:
+        """Another process failed the trial as stale and queued its cell again: end the run KILLED."""
+        reason = (
+            f"lost: another process failed trial {self.trial.number} as stale (no heartbeat within the grace "
+            "period) and queued its cell again"
+        )
+        self.sink.figures = False
+        with contextlib.suppress(Exception):
+            self.sink.close("KILLED", reason)
+        return TrialOutcome(self.trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - self.start)
+
+    def fail(self, kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED") -> TrialOutcome:
+        """Record why (``kind``: diverged, error, pruned), tell Optuna ``state``, end the run ``status``."""
+        try:
+            self.trial.set_user_attr(ATTR_FAILURE, kind)
+            self.trial.set_user_attr(ATTR_REASON, reason)
+            told = _tell(self.study, self.trial, state=state)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            told = False
+        if not told:
+            return self.gone()
+        self.sink.set_tags({names.FAILURE_TAG: kind})
+        self.sink.close(status, reason)
+        return self.outcome(state.name, reason=reason)
+
+    def finish(self, result: dict[str, float], objective: str, tsink: TrialSink) -> TrialOutcome:
+        """Tell Optuna the objective from ``result`` and end the run FINISHED (or fail it without one)."""
+        value = result.get(objective)
+        if value is None or not math.isfinite(float(value)):
+            got = ", ".join(sorted(result)) or "nothing"
+            return self.fail("error", f"objective {objective!r} is {value!r}; the trial returned {got}")
+        tsink._check_coordinator()
+        # the trainer logs its final evaluation itself; record only what it returned without logging
+        logged = self.sink.rows[-1] if self.sink.rows else {}
+        unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
+        if unlogged:
+            self.sink.log_metrics(unlogged, max(tsink.last_step, 0))
+        if not _tell(self.study, self.trial, values=float(value)):
+            return self.gone()
+        self.sink.close("FINISHED")
+        return self.outcome("COMPLETE", value=float(value))
+
+
+def _build(backend: TrialBackend, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, str], Exception | None]:
+    """(config, its tags, None), or (None, {}, the error): validated up front, but a sampled value can
+    still be out of range, and that fails the trial, not the sweep."""
+    try:
+        cfg = backend.build(settings, seed)
+        return cfg, backend.tags(cfg), None
+    except Exception as exc:
+        return None, {}, exc
+
+
+def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> tracking.MlflowSink:
+    """The trial's MLflow run (nested under the sweep's parent), recorded on the trial."""
+    client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
+    tags = {
+        names.SWEEP_TAG: ctx.spec.name,
+        names.TRIAL_TAG: str(trial.number),
+        names.CELL_TAG: cell.label,
+        names.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        names.SEED_TAG: str(cell.seed),
+        **ctx.provenance,
+        **config_tags,
+    }
+    run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
+    trial.set_user_attr(ATTR_RUN, run_id)
+    return tracking.MlflowSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
+
+
 def run_trial(
     ctx: TrialContext, study: optuna.Study, trial: optuna.Trial, lost: threading.Event, start: float
 ) -> TrialOutcome:
@@ -483,104 +571,28 @@ def run_trial(
     spec = ctx.spec
     backend: TrialBackend = load_backend(ctx.backend)
     trial.set_user_attr(ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
-
     params = _suggest(trial, spec)
     seed = int(params.pop("seed"))
-    settings = spec.settings(params)
     cell = Cell(params, seed)
     if spec.sampler == "tpe":
         trial.set_user_attr(ATTR_CELL, cell.key)
 
     t0 = time.perf_counter()
-    client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
-    cfg = None
-    try:
-        cfg = backend.build(settings, seed)
-        config_tags = backend.tags(cfg)
-    except Exception as exc:  # validated up front, but a sampled value can still be out of range
-        config_tags = {}
-        build_error: Exception | None = exc
-    else:
-        build_error = None
-    tags = {
-        names.SWEEP_TAG: spec.name,
-        names.TRIAL_TAG: str(trial.number),
-        names.CELL_TAG: cell.label,
-        names.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
-        names.SEED_TAG: str(seed),
-        **ctx.provenance,
-        **config_tags,
-    }
-    run_id = tracking.child_run(
-        client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags
-    )
-    trial.set_user_attr(ATTR_RUN, run_id)
-    sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
-    create_s = time.perf_counter() - t0
-    tsink = TrialSink(
-        sink, trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"]), lost
-    )
-
-    def gone() -> TrialOutcome:
-        reason = (
-            f"lost: another process failed trial {trial.number} as stale (no heartbeat within the grace "
-            "period) and queued its cell again"
-        )
-        sink.figures = False
-        with contextlib.suppress(Exception):
-            sink.close("KILLED", reason)
-        return TrialOutcome(trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - start)
-
-    def fail(
-        kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED"
-    ) -> TrialOutcome:
-        try:
-            trial.set_user_attr(ATTR_FAILURE, kind)
-            trial.set_user_attr(ATTR_REASON, reason)
-            told = _tell(study, trial, state=state)  # before closing the run: see reconcile
-        except optuna.exceptions.UpdateFinishedTrialError:
-            told = False
-        if not told:
-            return gone()
-        sink.set_tags({names.FAILURE_TAG: kind})
-        sink.close(status, reason)
-        return TrialOutcome(
-            trial.number,
-            state.name,
-            reason=reason,
-            wall_s=time.perf_counter() - start,
-            tracking_s=create_s + sink.write_seconds,
-        )
-
-    if build_error is not None or cfg is None:
-        return fail("error", f"config: {build_error}")
-    sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
+    cfg, config_tags, build_error = _build(backend, spec.settings(params), seed)
+    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
+    run.create_s = time.perf_counter() - t0
+    if build_error is not None:
+        return run.fail("error", f"config: {build_error}")
+    run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
+    tsink = TrialSink(run.sink, trial, spec.objective.metric, spec.pruner.kind != "nop",
+                      int(ctx.coordinator["pid"]), lost)
     try:
         result = backend.train(cfg, tsink, Path(ctx.store))
     except optuna.TrialPruned as exc:
-        return fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
+        return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
     except Exception as exc:
-        return fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
-    value = result.get(spec.objective.metric)
-    if value is None or not math.isfinite(float(value)):
-        got = ", ".join(sorted(result)) or "nothing"
-        return fail("error", f"objective {spec.objective.metric!r} is {value!r}; the trial returned {got}")
-    tsink._check_coordinator()
-    # the trainer logs its final evaluation itself; record only what it returned without logging
-    logged = sink.rows[-1] if sink.rows else {}
-    unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
-    if unlogged:
-        sink.log_metrics(unlogged, max(tsink.last_step, 0))
-    if not _tell(study, trial, values=float(value)):  # before closing the run: see reconcile
-        return gone()
-    sink.close("FINISHED")
-    return TrialOutcome(
-        trial.number,
-        "COMPLETE",
-        value=float(value),
-        wall_s=time.perf_counter() - start,
-        tracking_s=create_s + sink.write_seconds,
-    )
+        return run.fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
+    return run.finish(result, spec.objective.metric, tsink)
 
 
 def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
@@ -711,6 +723,50 @@ class OpenSweep:
         return not busy and self.todo() == 0
 
 
+def _create_study(
+    spec: SweepSpec, study_store: stores.StudyStore, heartbeat: int, tracking_uri: str
+) -> optuna.Study:
+    """Create or load the sweep's study; a changed spec under the same name is refused before MLflow is
+    touched (its fingerprint is stored on the study)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    direction: Literal["minimize", "maximize"] = "minimize" if spec.objective.direction == "minimize" else "maximize"
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=open_storage(study_store.location, heartbeat, tracking_uri),
+        load_if_exists=True,
+        direction=direction,
+        sampler=make_sampler(spec),
+        pruner=make_pruner(spec),
+    )
+    known = study.user_attrs.get(names.STUDY_FINGERPRINT)
+    if known is not None and known != spec.fingerprint():
+        raise SpecError(
+            f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
+            "a new `name` or another --storage (resuming it would mix two sweeps)"
+        )
+    study.set_user_attr(names.STUDY_FINGERPRINT, spec.fingerprint())
+    return study
+
+
+def _open_runs(
+    spec: SweepSpec, store: tracking.Store, study_store: stores.StudyStore
+) -> tuple[Any, str, str, dict[str, str]]:
+    """(client, experiment id, parent run id, provenance tags): the sweep's experiment and its one parent
+    run, whichever host comes first (the caller holds the study's lock, so search-then-create is atomic)."""
+    client = tracking.prepare(store)
+    experiment_id = tracking.ensure_experiment(client, spec.name, store)
+    provenance = tracking.provenance_tags()
+    parent_tags = {
+        names.SAMPLER_TAG: spec.sampler,
+        names.OBJECTIVE_TAG: spec.objective.metric,
+        names.STORAGE_TAG: study_store.shown,
+        names.NOTE_TAG: spec.description,
+        **({names.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
+        **provenance,
+    }
+    return client, experiment_id, tracking.parent_run(client, experiment_id, spec.name, parent_tags), provenance
+
+
 def open_sweep(
     spec: SweepSpec,
     *,
@@ -726,48 +782,16 @@ def open_sweep(
     under the study's lock, so processes on several hosts may open the same sweep at once.
     """
     root = (root or stores.home()).resolve()
-    if heartbeat < 1:
-        raise SpecError(f"`heartbeat={heartbeat}` is invalid; choose an integer number of seconds >= 1")
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int) or not 1 <= heartbeat <= 86_400:
+        raise SpecError.invalid("--heartbeat", heartbeat, "choose an integer number of seconds in [1, 86400]")
     study_store, uri, artifact_root = stores.preflight(storage, tracking_uri, root)
     validate(spec, load_backend(backend))
     store = tracking.Store(uri, artifact_root)
     location = study_store.location
 
-    # first writes: the study (a changed spec under the same name is refused before MLflow is touched)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    direction: Literal["minimize", "maximize"] = (
-        "minimize" if spec.objective.direction == "minimize" else "maximize"
-    )
     with storage_lock(location, spec.name):  # hosts starting at once: one creates the tables, the study
-        opened = open_storage(location, heartbeat, store.tracking_uri)
-        study = optuna.create_study(
-            study_name=spec.name,
-            storage=opened,
-            load_if_exists=True,
-            direction=direction,
-            sampler=make_sampler(spec),
-            pruner=make_pruner(spec),
-        )
-        known = study.user_attrs.get(names.STUDY_FINGERPRINT)
-        if known is not None and known != spec.fingerprint():
-            raise SpecError(
-                f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
-                "a new `name` or another --storage (resuming it would mix two sweeps)"
-            )
-        study.set_user_attr(names.STUDY_FINGERPRINT, spec.fingerprint())
-        client = tracking.prepare(store)
-        experiment_id = tracking.ensure_experiment(client, spec.name, store)
-        provenance = tracking.provenance_tags()
-        parent_tags = {
-            names.SAMPLER_TAG: spec.sampler,
-            names.OBJECTIVE_TAG: spec.objective.metric,
-            names.STORAGE_TAG: study_store.shown,
-            names.NOTE_TAG: spec.description,
-            **({names.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
-            **provenance,
-        }
-        # one parent per sweep, whichever host comes first: the lock makes search-then-create atomic
-        parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)
+        study = _create_study(spec, study_store, heartbeat, store.tracking_uri)  # the first write
+        client, experiment_id, parent_run_id, provenance = _open_runs(spec, store, study_store)
         reconciled = reconcile(study, client, experiment_id)
         if spec.sampler == "grid":
             enqueue_missing(study, spec)
@@ -836,9 +860,6 @@ def run_sweep(
     heartbeat: int = rdb.HEARTBEAT_S,
 ) -> SweepResult:
     """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write trials.csv."""
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
     start = time.perf_counter()
     if workers < 1:
         raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
@@ -860,24 +881,7 @@ def run_sweep(
     try:
         if todo:
             prepare_shared(sweep, echo)
-        bar = tqdm(total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
-
-        def record(outcome: TrialOutcome) -> None:
-            outcomes.append(outcome)
-            bar.update(1)
-            bar.set_postfix(failed=sum(o.state == "FAIL" for o in outcomes))
-            if outcome.state == "FAIL":
-                bar.write(f"trial {outcome.number} failed: {outcome.reason}")
-
-        if todo:
-            jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
-                delayed(run_one)(ctx) for _ in range(todo)
-            )
-            for outcome in jobs:
-                if outcome.state != "SKIPPED":
-                    record(outcome)
-        drain(sweep, echo=bar.write, on_outcome=record)  # what other processes left: retries, their trials
-        bar.close()
+        _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
         raise
@@ -888,6 +892,32 @@ def run_sweep(
             client.log_artifact(ctx.parent_run_id, str(table), "summary")
         tracking.finish_run(client, ctx.parent_run_id, status, reason)
     return sweep.result(outcomes, table, start)
+
+
+def _run_pool(sweep: OpenSweep, workers: int, todo: int, progress: bool, outcomes: list[TrialOutcome]) -> None:
+    """Run the ``todo`` trials on ``workers`` loky processes, then what other processes left (retries,
+    their trials) in this one; every outcome goes into ``outcomes`` as it arrives, behind a progress bar."""
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    bar = tqdm(total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
+
+    def record(outcome: TrialOutcome) -> None:
+        outcomes.append(outcome)
+        bar.update(1)
+        bar.set_postfix(failed=sum(o.state == "FAIL" for o in outcomes))
+        if outcome.state == "FAIL":
+            bar.write(f"trial {outcome.number} failed: {outcome.reason}")
+
+    if todo:
+        jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
+            delayed(run_one)(sweep.ctx) for _ in range(todo)
+        )
+        for outcome in jobs:
+            if outcome.state != "SKIPPED":
+                record(outcome)
+    drain(sweep, echo=bar.write, on_outcome=record)
+    bar.close()
 
 
 def results_dir(store: tracking.Store, root: Path, name: str) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 
 from simlab.errors import SpecError
 from simlab.registry import Registry
-from simlab.schema import flatten, read_toml
+from simlab.schema import COUNT_MAX, SEED_MAX, flatten, read_toml
 
 TOP_KEYS = (
     "name",
@@ -369,34 +369,61 @@ def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
 
 
 def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepSpec:
-    """Validate a decoded TOML spec. Raises :class:`SpecError` naming the key and what is allowed."""
+    """Validate a decoded TOML spec. Raises :class:`SpecError` naming the key and what is allowed.
+
+    The parts are checked in file order (name, sampler, seeds, base, space, variants, objective,
+    pruner, baseline), so the first error a user sees is the first bad entry.
+    """
     _check_keys("", raw, TOP_KEYS)
+    name, description, sampler, seeds, n_trials = _parse_header(raw, default_name)
+    base = _parse_base(raw.get("base", {}))
+    space_flat = _key_paths("space", raw.get("space", {}), dist_ok=True)
+    axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
+    variants = _parse_variants(raw.get("variants", []), space_flat)
+    if not axes and not variants:
+        raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
+    spec = SweepSpec(
+        name=name,
+        description=description,
+        base=base,
+        axes=axes,
+        variants=variants,
+        seeds=seeds,
+        objective=_parse_objective(raw.get("objective")),
+        sampler=sampler,
+        pruner=_parse_pruner(raw.get("pruner", {"type": "nop"})),
+        n_trials=n_trials,
+    )
+    return _with_baseline(spec, raw.get("baseline"))
+
+
+def _parse_header(raw: Mapping[str, Any], default_name: str) -> tuple[str, str, str, tuple[int, ...], int | None]:
+    """(name, description, sampler, seeds, n_trials)."""
     name = raw.get("name", default_name)
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise _bad("name", name, "give letters, digits, '_', '.' or '-'")
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _bad("description", description, "give a string")
-
     sampler = raw.get("sampler", "grid")
-    if sampler not in SAMPLERS:
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise _bad("sampler", sampler, f"choose one of {', '.join(map(repr, SAMPLERS))}")
-
     seeds = raw.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) and s >= 0 for s in seeds):
-        raise _bad("seeds", seeds, "give a non-empty list of integers >= 0")
+    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) and 0 <= s <= SEED_MAX for s in seeds):
+        raise _bad("seeds", seeds, f"give a non-empty list of integers in [0, {SEED_MAX}]")
     dupes = sorted({s for s in seeds if seeds.count(s) > 1})
     if dupes:
         raise _bad("seeds", seeds, f"list each seed once (repeated: {dupes})")
-
     n_trials: Any = raw.get("n_trials")
     if sampler == "tpe":
-        if not _is_int(n_trials) or n_trials < 1:
-            raise _bad("n_trials", n_trials, "sampler 'tpe' needs an integer >= 1")
+        if not _is_int(n_trials) or not 1 <= n_trials <= COUNT_MAX:
+            raise _bad("n_trials", n_trials, f"sampler 'tpe' needs an integer in [1, {COUNT_MAX}]")
     elif n_trials is not None:
         raise _bad("n_trials", n_trials, "sampler 'grid' runs every cell x seed; remove n_trials")
+    return name, description, sampler, tuple(seeds), n_trials
 
-    base_raw = raw.get("base", {})
+
+def _parse_base(base_raw: Any) -> Base:
     if not isinstance(base_raw, dict):
         raise _bad("base", base_raw, "give a table with preset, recipe and overrides")
     _check_keys("base.", base_raw, BASE_KEYS)
@@ -410,12 +437,10 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
                 f"`base.overrides.{key}` is not a config key path; set it as `base.{key}` or `seeds`"
             )
         _check_value("base.overrides", key, value)
-    base = Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
+    return Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
 
-    space_flat = _key_paths("space", raw.get("space", {}), dist_ok=True)
-    axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
 
-    variants_raw = raw.get("variants", [])
+def _parse_variants(variants_raw: Any, space_flat: Mapping[str, Any]) -> tuple[Variant, ...]:
     if not isinstance(variants_raw, list):
         raise _bad("variants", variants_raw, "give an array of tables [[variants]] with name and set")
     variants: list[Variant] = []
@@ -437,11 +462,10 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
                 raise SpecError(f"`{where}.set.{key}` is also swept in `space.{key}`; keep it in one place")
             _check_value(f"{where}.set", key, value)
         variants.append(Variant(vname, settings))
+    return tuple(variants)
 
-    if not axes and not variants:
-        raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
 
-    obj_raw = raw.get("objective")
+def _parse_objective(obj_raw: Any) -> Objective:
     if not isinstance(obj_raw, dict):
         raise _bad("objective", obj_raw, "give a table {metric = '...', direction = 'maximize'|'minimize'}")
     _check_keys("objective.", obj_raw, ("metric", "direction"))
@@ -449,42 +473,33 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     if not isinstance(metric, str) or not metric:
         raise _bad("objective.metric", metric, "give the name of a metric the trial returns")
     direction = obj_raw.get("direction", "maximize")
-    if direction not in DIRECTIONS:
+    if not isinstance(direction, str) or direction not in DIRECTIONS:
         raise _bad("objective.direction", direction, f"choose one of {', '.join(map(repr, DIRECTIONS))}")
+    return Objective(metric, direction)
 
-    pr_raw = raw.get("pruner", {"type": "nop"})
+
+def _parse_pruner(pr_raw: Any) -> PrunerSpec:
     if not isinstance(pr_raw, dict):
         raise _bad("pruner", pr_raw, "give a table {type = 'median'|'percentile'|'nop', ...}")
     _check_keys("pruner.", pr_raw, ("type", "n_startup_trials", "n_warmup_steps", "percentile"))
     kind = pr_raw.get("type", "nop")
-    if kind not in PRUNERS:
+    if not isinstance(kind, str) or kind not in PRUNERS:
         raise _bad("pruner.type", kind, f"choose one of {', '.join(map(repr, PRUNERS))}")
     for key in ("n_startup_trials", "n_warmup_steps"):
-        if key in pr_raw and not (_is_int(pr_raw[key]) and pr_raw[key] >= 0):
-            raise _bad(f"pruner.{key}", pr_raw[key], "give an integer >= 0")
+        if key in pr_raw and not (_is_int(pr_raw[key]) and 0 <= pr_raw[key] <= COUNT_MAX):
+            raise _bad(f"pruner.{key}", pr_raw[key], f"give an integer in [0, {COUNT_MAX}]")
     pct = pr_raw.get("percentile", 25.0)
     if not _is_num(pct) or not 0 < pct < 100:
         raise _bad("pruner.percentile", pct, "give a number in (0, 100)")
-    pruner = PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
+    return PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
 
-    spec = SweepSpec(
-        name=name,
-        description=description,
-        base=base,
-        axes=axes,
-        variants=tuple(variants),
-        seeds=tuple(seeds),
-        objective=Objective(metric, direction),
-        sampler=sampler,
-        pruner=pruner,
-        n_trials=n_trials,
-    )
-    baseline = raw.get("baseline")
+
+def _with_baseline(spec: SweepSpec, baseline: Any) -> SweepSpec:
     if baseline is None:
         return spec
-    if sampler != "grid":
+    if spec.sampler != "grid":
         raise _bad("baseline", baseline, "a baseline needs `sampler = 'grid'` (a tpe sweep has no fixed cells)")
-    known = [Cell(point, seeds[0]).variant for point in spec.grid_points()]
+    known = [Cell(point, spec.seeds[0]).variant for point in spec.grid_points()]
     if baseline not in known:
         raise _bad("baseline", baseline, f"choose one of the grid's variants: {', '.join(map(repr, known))}")
     return replace(spec, baseline=baseline)
