@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
@@ -318,11 +317,10 @@ def effective_horizon(working_context: float, max_compactions: int) -> float:
     """H = L x (S + 1) for a published setting given as its working context L and S: the harness's own
     formula (:func:`simlab.harness.config.horizon`), with the inputs checked."""
     from simlab.harness.config import horizon
+    from simlab.schema import POSITIVE, IntIn, check_value
 
-    if isinstance(working_context, bool) or not isinstance(working_context, Real) or not working_context > 0:
-        raise ValueError(f"`working_context={working_context!r}` is invalid; choose a length > 0")
-    if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
-        raise ValueError(f"`max_compactions={max_compactions!r}` is invalid; choose an integer >= 0")
+    check_value("working_context", working_context, POSITIVE)
+    check_value("max_compactions", max_compactions, IntIn(0))
     return float(horizon(float(working_context), max_compactions))
 
 

@@ -338,6 +338,12 @@ class Instance(Rule):
         return value
 
 
+POSITIVE = RealIn(0.0, lo_open=True)
+"""A finite number > 0."""
+UNIT_OPEN = RealIn(0.0, 1.0, lo_open=True)
+"""A number in (0, 1] (a discount, a lambda, a fraction of the window)."""
+
+
 def seed_rule(lo: int = 0, *, run: bool = False) -> Rule:
     """A seed in ``[lo, SEED_MAX]``, or also the word ``run`` (follow the run's seed)."""
     ints = IntIn(lo, SEED_MAX)
@@ -564,7 +570,7 @@ def set_path(nested: dict[str, Any], path: str, value: Any) -> None:
 
 
 __all__ = [
-    "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "TOKENS_MAX",
+    "BATCH_MAX", "COUNT_MAX", "POSITIVE", "SEED_MAX", "STEPS_MAX", "TOKENS_MAX", "UNIT_OPEN",
     "Either", "FilePath", "Flag", "Instance", "IntIn", "Maybe", "NameIn", "OneOf", "Pair", "RealIn", "Rule", "Section",
     "check_value", "choices_text", "flatten", "int_text", "loggable", "parse_overrides", "parse_value", "plain",
     "read_toml", "real_text", "section", "seed_rule", "set_path",

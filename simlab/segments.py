@@ -23,6 +23,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from simlab.schema import IntIn, check_value
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -132,8 +134,7 @@ class SegmentBatch:
         Dummy rows are zero in every output and never change a real row's weight (SUPO's padding of
         the segment count to the mini-batch size).
         """
-        if isinstance(multiple, bool) or not isinstance(multiple, Integral) or multiple < 1:
-            raise ValueError(f"multiple={multiple!r} is invalid; use an integer >= 1")
+        check_value("multiple", multiple, IntIn(1))
         extra = (-self.num_segments) % int(multiple)
         if extra == 0:
             return self

@@ -16,6 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from simlab.schema import BATCH_MAX, IntIn, check_value
 from simlab.tasks import core, keyrecall, peekread, pointerchase, vocab
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 from simlab.tasks.core import IntArray
@@ -160,8 +161,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"`num_envs={num_envs!r}` is invalid; choose an integer >= 1")
+        check_value("num_envs", num_envs, IntIn(1, BATCH_MAX))
         self.config = _configure(self.task, config, overrides)
         self.num_envs = num_envs
         self.render_mode = render_mode

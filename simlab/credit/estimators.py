@@ -19,7 +19,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.registry import Registry
+from simlab.schema import RealIn, check_value
 from simlab.segments import FloatArray, SegmentBatch
 
 
@@ -59,8 +59,7 @@ def _group_advantage(
 
     weight_r is how many times rollout r enters its group's statistics (1: per rollout; K_r: per segment).
     """
-    if isinstance(eps, bool) or not isinstance(eps, Real) or not eps >= 0:
-        raise ValueError(f"`eps={eps!r}` is invalid; choose a value >= 0")
+    check_value("eps", eps, RealIn(0.0))
     g, rewards, ng = batch.groups, batch.rewards, batch.num_groups
     rollouts = np.bincount(g, minlength=ng)
     count = np.bincount(g, weights=weight, minlength=ng)

@@ -18,13 +18,12 @@ import torch
 from torch import Tensor
 
 from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
+from simlab.schema import POSITIVE, check_value
 
 
 def check_temperature(temperature: float) -> float:
     """``temperature`` as a float, or ``ValueError`` unless it is a number > 0."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"`temperature={temperature!r}` is invalid; choose a value > 0")
-    return float(temperature)
+    return float(check_value("temperature", temperature, POSITIVE))
 
 
 def masked_log_softmax(logits: Tensor, allowed: Tensor | None = None, temperature: float = 1.0) -> Tensor:
