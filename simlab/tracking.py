@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
+import os
 import socket
 import subprocess
 import tempfile
@@ -200,7 +201,8 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
 
     For stores the analysis layer cannot read as a database (a tracking server): ``search_runs`` pages
     through the whole experiment, never one request per run. ``experiment`` is a name, else an id.
-    Each dict: run_id, run_name, status, start_time, tags, params, metrics (the latest value per key).
+    Each dict: run_id, run_name, status, start_time, artifact_uri, tags, params, metrics (the latest
+    value per key).
     """
     client = store.client()
     found = client.get_experiment_by_name(experiment)
@@ -220,6 +222,7 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
                     "run_name": r.info.run_name,
                     "status": r.info.status,
                     "start_time": r.info.start_time,
+                    "artifact_uri": r.info.artifact_uri,
                     "tags": dict(r.data.tags),
                     "params": dict(r.data.params),
                     "metrics": dict(r.data.metrics),
@@ -252,14 +255,16 @@ def history_table(
     jobs = []
     for run in runs:
         if run["tags"].get(names.METRICS_TABLE_TAG) == METRICS_TABLE:
-            jobs.append((run["run_id"], None))
+            jobs.append((run["run_id"], None, run.get("artifact_uri")))
         else:
-            jobs.extend((run["run_id"], key) for key in run["metrics"] if wanted(key))
+            jobs.extend((run["run_id"], key, None) for key in run["metrics"] if wanted(key))
 
-    def read(job: tuple[str, str | None]) -> pl.DataFrame:
-        run_id, key = job
+    def read(job: tuple[str, str | None, str | None]) -> pl.DataFrame:
+        run_id, key, artifact_uri = job
         if key is None:
-            return _read_export(client, run_id).filter(pl.col("key").map_elements(wanted, return_dtype=pl.Boolean))
+            frame = _read_export(client, run_id, artifact_uri)
+            keep = [k for k in frame.get_column("key").unique().to_list() if wanted(k)]
+            return frame.filter(pl.col("key").is_in(keep))
         history = client.get_metric_history(run_id, key)
         rows = [(run_id, key, int(m.step), float(m.value), int(m.timestamp)) for m in history]
         frame = pl.DataFrame(rows, schema={**HISTORY_SCHEMA, "timestamp": pl.Int64}, orient="row")
@@ -273,10 +278,17 @@ def history_table(
     return pl.concat(frames).unique(["run_id", "key", "step"], keep="last", maintain_order=True)
 
 
-def _read_export(client: MlflowClient, run_id: str) -> pl.DataFrame:
-    with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
-        path = client.download_artifacts(run_id, METRICS_TABLE, tmp)
-        frame = pl.read_parquet(path)
+def _read_export(client: MlflowClient, run_id: str, artifact_uri: str | None) -> pl.DataFrame:
+    """A run's metrics export: read in place when its artifacts are local files (the default store),
+    else downloaded through the client."""
+    if artifact_uri and artifact_uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        frame = pl.read_parquet(Path(unquote(urlparse(artifact_uri).path)) / METRICS_TABLE)
+    else:
+        with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
+            os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per run otherwise
+            frame = pl.read_parquet(client.download_artifacts(run_id, METRICS_TABLE, tmp))
     return frame.with_columns(pl.lit(run_id).alias("run_id")).select(list(HISTORY_SCHEMA)).cast(HISTORY_SCHEMA)
 
 
