@@ -5,7 +5,6 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect as inspect_module
 import json
@@ -50,17 +49,18 @@ documented by :class:`~simlab.harness.config.HarnessConfig` itself, never declar
 def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` one option per harness setting in :data:`HARNESS_OPTIONS`; the command receives
     the ones given as ``harness`` (a dict), unchecked: the config layer checks them by key path."""
+    import typing
+
     from simlab.harness.config import HarnessConfig
 
-    fields = {f.name: f for f in dataclasses.fields(HarnessConfig)}
+    types = typing.get_type_hints(HarnessConfig)  # int, float, bool or str: the rules are Annotated extras
     extra = []
     for name, short in HARNESS_OPTIONS.items():
-        kind = fields[name].type
         info = HarnessConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
         flag = f"--{name.replace('_', '-')}"
-        decls = (f"{flag}/--no-{name.replace('_', '-')}",) if "bool" in str(kind) else (flag, *short)
-        annotation = {"int": Optional[int], "float": Optional[float], "bool": Optional[bool]}.get(  # noqa: UP045
-            str(kind).split("[")[-1].split(",")[0].strip(), Optional[str])  # noqa: UP045
+        decls = (f"{flag}/--no-{name.replace('_', '-')}",) if types[name] is bool else (flag, *short)
+        hint: Any = types[name]
+        annotation = hint | None  # typer reads the annotation at run time
         help_text = (info.description or "").split("\n")[0]
         extra.append(inspect_module.Parameter(name, inspect_module.Parameter.KEYWORD_ONLY, annotation=annotation,
                                               default=typer.Option(None, *decls, help=help_text)))
