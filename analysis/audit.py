@@ -30,7 +30,7 @@ from simlab.errors import AuditDataError
 
 def default_data_path() -> Path:
     """The packaged ``analysis/published.toml``."""
-    return Path(str(resources.files("analysis") / "published.toml"))
+    return Path(str(resources.files("simlab.analysis") / "published.toml"))
 
 
 # --------------------------------------------------------------------------------------- records

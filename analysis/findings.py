@@ -36,8 +36,16 @@ from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
 from simlab.errors import FindingsError
 
-SPEC_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "findings"
-"""Where the findings specs live (the repository's ``sweeps/findings``)."""
+
+def _spec_dir() -> Path:
+    from simlab.sweep.shipped import shipped_dir
+
+    shipped = shipped_dir()
+    return (shipped if shipped is not None else Path("sweeps")) / "findings"
+
+
+SPEC_DIR = _spec_dir()
+"""Where the findings specs live: the checkout's ``sweeps/findings``, or ``simlab/specs/findings`` when installed."""
 EXPORT_DIR = Path(__file__).resolve().parent / "findings"
 """Where the per-trial exports are committed."""
 REDUCES = ("final", "first", "mean")
@@ -350,10 +358,11 @@ def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None
         half = None if row.published is None else abs(row.published) / 2
         if main.identical:
             return "tie", "the arms were identical in every seed"
-        decided = half is not None and main.mde <= half
-        need = f"decided: MDE {main.mde:.1f} <= {half:.1f}" if decided else (
-            f"undecided: MDE {main.mde:.1f}" + (f" > {half:.1f}" if half is not None else ""))
-        return "tie", need
+        if half is None:
+            return "tie", f"MDE {main.mde:.1f}; no published delta to hold it against"
+        decided = main.mde <= half
+        word, sign = ("decided", "<=") if decided else ("undecided", ">")
+        return "tie", f"{word}: MDE {main.mde:.1f} {sign} {half:.1f}"
     if not control_tie:
         assert control is not None
         return "control moved", f"control {control.difference:+.1f} at {control.sigma:+.1f} sigma"

@@ -41,6 +41,13 @@ from simlab.harness.config import effective_horizon
 EVALUATIONS = {name: names.metric(prefix, names.SUCCESS) for name, prefix in names.EVALUATIONS.items()}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
 HEALTH_KEYS = (names.TRAIN_COMPACTION_RATE, names.TRAIN_SUMMARISED_SUCCESS)
+EVAL_HEALTH = {
+    "overlong": ("overlong rate (%)", names.OVERLONG_RATE, 100.0),
+    "segments": ("segments per episode", names.SEGMENTS_MEAN, 1.0),
+    "holds_answer": ("summaries holding the answer (%)", names.SUMMARY_HOLDS_ANSWER, 100.0),
+}
+"""What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
+The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
 CREDIT_KEYS = {
     "weight_share": names.health(names.LONGER_LOSS_SHARE),
     "token_share": names.health(names.LONGER_TOKEN_SHARE),
@@ -145,7 +152,7 @@ def _histories(store: Any, records: list[dict[str, Any]]) -> pl.DataFrame:
     one artifact per run that carries the metrics export, else one request per wanted key it has."""
     from simlab import tracking
 
-    curve_keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values()}
+    curve_keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *_eval_health_keys()}
     trials = [r for r in records if r["tags"].get(names.ROLE_TAG) != "parent"]
     return tracking.history_table(store, trials, lambda k: k in curve_keys or k.startswith(SEGMENT_KEY))
 
@@ -453,6 +460,53 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def _eval_health_keys() -> list[str]:
+    """``eval/<evaluation>/<suffix>`` of every :data:`EVAL_HEALTH` quantity in both evaluations."""
+    suffixes = [suffix for _, suffix, _ in EVAL_HEALTH.values()]
+    return [names.metric(prefix, suffix) for prefix in names.EVALUATIONS.values() for suffix in suffixes]
+
+
+def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
+    """Per variant and evaluation, the final evaluation's overlong rate, segments per episode and share of
+    summaries holding the answer: mean and SE over seeds (fractions; the Markdown prints rates in percent)."""
+    if sweep.history is None:
+        return None
+    keys = _eval_health_keys()
+    h = sweep.history.filter(pl.col("key").is_in(keys) & pl.col("value").is_not_nan())
+    if h.height == 0:
+        return None
+    final = h.sort("step").group_by(["variant", "seed", "key"]).agg(pl.col("value").last())
+    rows = []
+    for variant in sweep.variants:
+        for name in EVALUATIONS:
+            row: dict[str, Any] = {"variant": variant, "evaluation": name}
+            for field, (_, suffix, _) in EVAL_HEALTH.items():
+                key = names.metric(names.EVALUATIONS[name], suffix)
+                values = final.filter((pl.col("variant") == variant) & (pl.col("key") == key))
+                v = values.get_column("value").to_numpy()
+                m = stats.mean_se(v) if v.size else None
+                row[field] = None if m is None else m.mean
+                row[f"{field}_se"] = None if m is None or v.size < 2 else m.se
+            rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def evaluation_markdown(table: pl.DataFrame) -> str:
+    """The evaluation table as a Markdown section with its explanation."""
+    headers = ["Variant", "Evaluation", *(label for label, _, _ in EVAL_HEALTH.values())]
+    rows = [
+        [r["variant"], r["evaluation"].replace("_", "-"),
+         *(_mean_se_text(r[f], r[f"{f}_se"], scale, ".1f" if scale > 1 else ".2f")
+           for f, (_, _, scale) in EVAL_HEALTH.items())]
+        for r in table.iter_rows(named=True)
+    ]
+    return ("### What the evaluations saw (final evaluation; mean ± SE over seeds)\n\n"
+            "Beside success: how often an episode ended unanswered (overlong: out of window, steps or compactions), "
+            "how many segments it took, and how many of its summaries held the answer. A policy that learned "
+            "behaviour which only fits with compaction shows a single-window overlong rate near 100%.\n\n"
+            + markdown_table(headers, rows))
+
+
 def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
@@ -578,6 +632,9 @@ def to_markdown(
                 ]
             )
         parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
+    evaluations = evaluation_table(sweep)
+    if evaluations is not None:
+        parts.append(evaluation_markdown(evaluations))
     credit = credit_table(sweep)
     if credit is not None:
         parts.append(credit_markdown(credit))

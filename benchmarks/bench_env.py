@@ -21,7 +21,8 @@ from simlab.harness import HarnessConfig, run_rollouts
 from simlab.harness.stats import rollout_stats
 from simlab.tasks.presets import PRESETS
 
-HARNESS_PRESET = {"simlab/KeyRecall-v0": "keyrecall-tiny", "simlab/PointerChase-v0": "pointerchase-tiny"}
+HARNESS_PRESET = {"simlab/KeyRecall-v0": "keyrecall-tiny", "simlab/PointerChase-v0": "pointerchase-tiny",
+                  "simlab/PeekRead-v0": "peekread-pos"}
 
 
 def steps_per_second(env: gymnasium.vector.VectorEnv, seconds: float, seed: int = 0) -> float:

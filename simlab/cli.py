@@ -476,8 +476,10 @@ def ui(
     cmd = tracking.ui_command(store, host, port, workers)
     # the server's job runner (GenAI judges, scheduled scorers) starts ~8 processes simlab never uses
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"MLflow UI for {store.tracking_uri} at http://{shown}:{port}  (Ctrl-C stops it)")
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    typer.echo(f"MLflow UI for {store.tracking_uri} at {url}  (Ctrl-C stops it)")
+    for name, runs, charts in tracking.sweep_links(store, url):
+        typer.echo(f"  sweep {name}: runs {runs}\n{' ' * (9 + len(name))}charts {charts}")
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
 
 

@@ -515,6 +515,26 @@ def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tu
 # --- the UI ---
 
 
+UI_RUNS_VIEW = "#/experiments/{id}/runs?workflowType=machine_learning"
+"""The model-training runs table of an experiment (MLflow 3 opens an experiment on its GenAI overview)."""
+UI_CHART_VIEW = UI_RUNS_VIEW + "&compareRunsMode=CHART"
+"""The same runs as metric charts."""
+
+
+def sweep_links(store: Store, base_url: str) -> list[tuple[str, str, str]]:
+    """(sweep name, runs-table URL, chart-view URL) of every experiment in the store that a sweep made."""
+    client = store.client()
+    out = []
+    for exp in client.search_experiments():
+        parents = client.search_runs([exp.experiment_id], filter_string=f"tags.`{ROLE_TAG}` = 'parent'",
+                                     max_results=1)
+        if parents:
+            base = base_url.rstrip("/") + "/"
+            out.append((exp.name, base + UI_RUNS_VIEW.format(id=exp.experiment_id),
+                        base + UI_CHART_VIEW.format(id=exp.experiment_id)))
+    return out
+
+
 def ui_command(store: Store, host: str = "127.0.0.1", port: int = 5000, workers: int = 1) -> list[str]:
     """The ``mlflow ui`` command line for ``store``, bound to ``host`` only."""
     import sys

@@ -197,6 +197,11 @@ class Layout:
     slip: BoolArray
     slip_action: IntArray
 
+    @property
+    def width(self) -> int:
+        """O, the observation width every step of these episodes is padded to."""
+        return int(self.filler.shape[2])
+
     def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
                   target: IntArray, alt_obs: IntArray | None = None,
                   alt_action: IntArray | None = None) -> Instances:
@@ -217,14 +222,16 @@ def obs_width(cfg: TaskConfig, prompt_len: int) -> int:
     return max(max_step_tokens(cfg), prompt_len)
 
 
-def draw_layout(keys: KeyArray, cfg: TaskConfig, width: int) -> Layout:
-    """Horizons, hardness, observation lengths and filler for ``keys`` (streams 0-5 are used here).
+def draw_layout(keys: KeyArray, cfg: TaskConfig, prompt_len: int) -> Layout:
+    """Horizons, hardness, observation lengths and filler for ``keys`` (streams 0-5 are used here), at the
+    observation width of ``cfg`` with a prompt of ``prompt_len`` tokens (:func:`obs_width`).
 
     The ``compaction_reward_corr`` knob acts only here: it lengthens every observation of either the
     easy or the hard instances, so those need more compactions, and nothing else changes.
     """
     n = keys.size
     h = cfg.horizon[1]
+    width = obs_width(cfg, prompt_len)
     horizon = randint(keys, 0, (), cfg.horizon[0], cfg.horizon[1] + 1)
     hard = uniform(keys, 1, ()) < cfg.hard_frac
     corr = cfg.compaction_reward_corr

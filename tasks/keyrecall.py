@@ -32,8 +32,7 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig) -> core.Instances:
     """Lay out one KeyRecall episode per key (streams 10-14; 0-5 are the common layout)."""
     n, h, f = keys.size, cfg.horizon[1], cfg.num_facts
     prompt = prompt_tokens(cfg)
-    width = core.obs_width(cfg, len(prompt))
-    lay = core.draw_layout(keys, cfg, width)
+    lay = core.draw_layout(keys, cfg, len(prompt))
     rows = np.arange(n)
     k0, k1 = key_tokens(cfg)
     v0, v1 = value_tokens(cfg)

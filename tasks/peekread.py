@@ -65,8 +65,8 @@ def generate(keys: KeyArray, cfg: PeekReadConfig) -> core.Instances:
     """
     n, h, p = keys.size, cfg.horizon[1], cfg.read_payoff
     prompt = prompt_tokens(cfg)
-    width = core.obs_width(cfg, len(prompt))
-    lay = core.draw_layout(keys, cfg, width)
+    lay = core.draw_layout(keys, cfg, len(prompt))
+    width = lay.width
     rows = np.arange(n)
     k0, k1 = key_tokens(cfg)
     v0, v1 = value_tokens(cfg)

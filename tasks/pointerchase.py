@@ -28,8 +28,7 @@ def index_token(cfg: PointerChaseConfig, t: IntArray | int) -> IntArray:
 def generate(keys: KeyArray, cfg: PointerChaseConfig) -> core.Instances:
     """Lay out one PointerChase episode per key (streams 10-15; 0-5 are the common layout)."""
     n, h, p, nn = keys.size, cfg.horizon[1], cfg.num_pairs, cfg.num_nodes
-    width = core.obs_width(cfg, prompt_tokens_len(cfg))
-    lay = core.draw_layout(keys, cfg, width)
+    lay = core.draw_layout(keys, cfg, prompt_tokens_len(cfg))
     rows = np.arange(n)
     node0 = vocab.FIRST_CONTENT
 

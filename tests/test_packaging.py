@@ -7,6 +7,7 @@ through a ``.pth`` line, which adds the folder without running the editable inst
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,6 +73,20 @@ def test_regular_install_then_a_sweep_from_another_folder(tmp_path: Path) -> Non
     probe = _run([str(python), "-c", "import simlab; from simlab.sweep.shipped import locate; print(simlab.__file__);"
                   " print(locate('quick'))"], cwd=work, env=env).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(site) for p in probe), probe  # the installed copy, its shipped specs
+    shipped = site / "simlab"
+    assert sorted(p.name for p in (shipped / "specs" / "findings").glob("*.toml")) == sorted(
+        p.name for p in (REPO / "sweeps" / "findings").glob("*.toml"))
+    assert sorted(p.name for p in (shipped / "analysis" / "findings").glob("*.csv")) == sorted(
+        p.name for p in (REPO / "analysis" / "findings").glob("*.csv"))
+    from simlab.analysis.findings import export_path, load_rows
+
+    rows = json.loads(_run([str(venv / "bin" / "simlab"), "findings", "--source", "exports", "--json"],
+                           cwd=work, env=env).stdout)
+    repo_rows = load_rows(REPO / "sweeps" / "findings")
+    assert [r["id"] for r in rows] == [r.id for r in repo_rows]  # read from the installed specs
+    exported = {r.id for r in repo_rows if export_path(r.spec, REPO / "analysis" / "findings").is_file()}
+    assert {r["id"] for r in rows if r["verdict"] != "not run"} == exported  # and the installed exports
+    assert list(work.iterdir()) == []  # reading the findings wrote nothing
     before = {p for p in venv.rglob("*") if "__pycache__" not in p.parts}
 
     (work / "tiny.toml").write_text('name = "tiny"\nseeds = [0]\n[space]\ntrain.normaliser = ["token"]\n' + TINY)

@@ -10,6 +10,13 @@ exactly the context its generated tokens were conditioned on, plus those tokens.
 Context layout (see the README's token-protocol section):
 ``BOS prompt [SUMMARY s_1..s_m] (ACT a OBS o_1..o_n)* ...`` and, when the segment ends in a
 compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
+
+How the loop reads: ``run_rollouts`` resets the envs (``_start``) and then plays rounds over one
+explicit state object, ``_Loop`` (the settings, the agents and each env's ``_Rollout``). A round is
+three phases: every active env takes a turn (``_take_turns``: ``_act`` or ``_answer``), the envs
+step (``_step_env``), and the envs whose trigger fired are compacted (``_compact``:
+``_before_summary``, ``_summarise``, ``_next_segment``). ``_assemble`` turns the rollouts into a
+``RolloutBatch``.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -271,6 +278,78 @@ class _Clock:
     agent: float = 0.0
 
 
+@dataclass
+class _Summary:
+    """A summary the writer produced for one env; log-probs and values only when the actor wrote it."""
+
+    tokens: list[int]
+    logprobs: FloatArray | None
+    values: FloatArray | None
+
+
+@dataclass(eq=False)
+class _Loop:
+    """Everything one ``run_rollouts`` call shares between its phases: what it was given, and its state.
+
+    The phase functions below take it explicitly; the mutable parts are ``rolls``, ``clock`` and
+    ``actions``.
+    """
+
+    env: Any
+    cfg: HarnessConfig
+    trig: Trigger
+    actor: Agent
+    actor_name: str
+    """Names the actor in errors about what it generated."""
+    writer: Agent | None
+    """Who writes summaries: the actor, a separate frozen summariser, or nobody."""
+    masks: dict[str, BoolArray]
+    """``phase_masks`` of the env: the tokens allowed in each phase."""
+    progress: Callable[[int], None] | None
+    rolls: list[_Rollout]
+    """Per env, its rollout's state."""
+    clock: _Clock = field(default_factory=_Clock)
+    actions: IntArray = field(init=False)
+    """(n,) the action each env takes at the next env step (0 for envs that do not act)."""
+
+    def __post_init__(self) -> None:
+        self.actions = np.zeros(len(self.rolls), dtype=np.int64)
+
+    @property
+    def writer_is_actor(self) -> bool:
+        """The actor writes its own summaries: they are optimised, with its log-probs and values."""
+        return self.writer is self.actor
+
+    def finish(self, i: int, reason: str, reward: float = 0.0) -> None:
+        """End env ``i``'s rollout: answered (``reason=''``) or overlong for ``reason``."""
+        self.rolls[i].end(reason, reward)
+        if self.progress is not None:
+            self.progress(1)
+
+    def ask(
+        self, phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray, agent: Agent,
+        name: str,
+    ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
+        """One batched request to ``agent`` for the envs ``ids``: (n, num) tokens, log-probs, values."""
+        req = Request(
+            phase=phase,
+            contexts=[np.asarray(c, dtype=np.int64) for c in contexts],
+            num_tokens=num,
+            allowed=allowed,
+            env_ids=np.asarray(ids, dtype=np.int64),
+            segment_ids=np.asarray([self.rolls[i].segment_id for i in ids], dtype=np.int64),
+            window=self.cfg.window,
+            env=self.env,
+        )
+        t0 = time.perf_counter()
+        gen = agent.generate(req)
+        self.clock.agent += time.perf_counter() - t0
+        toks = check_generation(gen, req, name)
+        lp = None if gen.logprobs is None else np.asarray(gen.logprobs, dtype=np.float64)
+        vals = None if gen.values is None else np.asarray(gen.values, dtype=np.float64)
+        return toks, lp, vals
+
+
 def run_rollouts(
     env: Any,
     agent: Agent | str,
@@ -294,6 +373,10 @@ def run_rollouts(
         summariser: a separate frozen summariser agent; overrides ``config.summariser``.
         quality: q for reference agents built by name.
         progress: called with the number of rollouts that just ended.
+
+    Each round, every active env takes one turn (``_take_turns``: an action, or the answer once the
+    env asked for it), the envs that acted step together (``_step_env``), and those whose trigger
+    fired are compacted (``_compact``). A COMPACT action compacts at once and asks that env again.
     """
     cfg = config if config is not None else HarnessConfig()
     trig: Trigger = TRIGGERS.get(cfg.trigger)
@@ -302,239 +385,261 @@ def run_rollouts(
         raise ValueError(
             f"`group_size={group_size!r}` is invalid; choose an integer >= 1 that divides num_envs={n}"
         )
-    who = agent if isinstance(agent, str) else type(agent).__name__
     actor = make_agent(agent, env, seed=seed, quality=quality) if isinstance(agent, str) else agent
-    writer: Agent | None
-    if summariser is not None:
-        writer = summariser
-    elif cfg.summariser == "self":
-        writer = actor
-    elif cfg.summariser == "none":
-        writer = None
-    elif cfg.summariser == "frozen":
-        raise ValueError("`harness.summariser='frozen'` needs the frozen summariser agent passed as summariser=...")
-    else:
-        writer = make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
-    writer_is_actor = writer is actor
-
-    check_window(env, cfg)  # before any env work
+    writer = _writer(cfg, env, actor, summariser, seed=seed, quality=quality)
     masks = phase_masks(env, cfg.trigger)  # the same table the trainer rescores tokens under
-    allowed_act, allowed_compact = masks["act"], masks["act_compact"]
-    allowed_answer, allowed_summary = masks["answer"], masks["summary"]
-
     t_start = time.perf_counter()
-    clock = _Clock()
+    loop = _Loop(
+        env=env, cfg=cfg, trig=trig, actor=actor, actor_name=agent if isinstance(agent, str) else type(agent).__name__,
+        writer=writer, masks=masks, progress=progress, rolls=_start(env, cfg, seed=seed, group_size=group_size),
+    )
+    discard = cfg.discard and trig.length_based and trig.kind == "summary"  # SUPO's rule, for L-fired summaries
+    while any(ro.active for ro in loop.rolls):
+        fired = _step_env(loop, _take_turns(loop))
+        if fired:
+            _compact(loop, fired, discard=discard)
+    return _assemble(loop.rolls, cfg, group_size, loop.clock, time.perf_counter() - t_start)
+
+
+def _writer(
+    cfg: HarnessConfig, env: Any, actor: Agent, summariser: Agent | None, *, seed: int, quality: float
+) -> Agent | None:
+    """Who writes the summaries: ``summariser`` if given, else as ``cfg.summariser`` says."""
+    if summariser is not None:
+        return summariser
+    if cfg.summariser == "self":
+        return actor
+    if cfg.summariser == "none":
+        return None
+    if cfg.summariser == "frozen":
+        raise ValueError("`harness.summariser='frozen'` needs the frozen summariser agent passed as summariser=...")
+    return make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
+
+
+def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[_Rollout]:
+    """Reset every env (a group shares a seed), check that the window holds one turn, open the rollouts."""
+    n = int(env.num_envs)
     obs, _ = env.reset(seed=[seed + i // group_size for i in range(n)])
-    rolls = [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
-    v_sum = list(cfg.v_sum_tokens)
-    m = cfg.summary_tokens
+    check_window(env, cfg)
+    return [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
 
-    def ask(
-        phase: Phase,
-        ids: list[int],
-        contexts: list[list[int]],
-        num: int,
-        allowed: BoolArray,
-        who_agent: Agent,
-        name: str,
-    ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
-        req = Request(
-            phase=phase,
-            contexts=[np.asarray(c, dtype=np.int64) for c in contexts],
-            num_tokens=num,
-            allowed=allowed,
-            env_ids=np.asarray(ids, dtype=np.int64),
-            segment_ids=np.asarray([rolls[i].segment_id for i in ids], dtype=np.int64),
-            window=cfg.window,
-            env=env,
-        )
-        t0 = time.perf_counter()
-        gen = who_agent.generate(req)
-        clock.agent += time.perf_counter() - t0
-        toks = check_generation(gen, req, name)
-        lp = None if gen.logprobs is None else np.asarray(gen.logprobs, dtype=np.float64)
-        vals = None if gen.values is None else np.asarray(gen.values, dtype=np.float64)
-        return toks, lp, vals
 
-    def finish(i: int, reason: str, reward: float = 0.0) -> None:
-        rolls[i].end(reason, reward)
-        if progress is not None:
-            progress(1)
+# ---------------------------------------------------------------------------------------------- act and answer
+def _take_turns(loop: _Loop) -> list[int]:
+    """Every active env takes one turn: an action, or its answer once the last observation asked.
 
-    def compact(ids: list[int], discard: bool, requested: bool = False) -> None:
-        """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
+    An env that asks to compact (``ACT COMPACT`` under the ``policy`` trigger) is compacted and asked
+    again, until every env has acted or answered or ended. Returns the envs that acted or answered, in
+    the order they did (the order the env step processes them in).
+    """
+    acted: list[int] = []
+    pending = [i for i, ro in enumerate(loop.rolls) if ro.active]
+    while pending:
+        requested = _act(loop, [i for i in pending if not loop.rolls[i].answer_due], acted)
+        _answer(loop, [i for i in pending if loop.rolls[i].answer_due], acted)
+        if requested:
+            _compact(loop, requested, discard=False, requested=True)
+        pending = [i for i in requested if loop.rolls[i].active]
+    return acted
 
-        ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
-        were generated in it) but are not a step, so they never reach the tail.
-        """
-        held: dict[int, list[int]] = {}
-        summarise: list[int] = []
-        for i in ids:
-            ro = rolls[i]
-            if trig.kind == "summary" and ro.compactions >= cfg.max_compactions:
-                finish(i, "compactions")  # S caps summaries; the sliding baseline has no cap
+
+def _act(loop: _Loop, ids: list[int], acted: list[int]) -> list[int]:
+    """Ask the actor for one action per env in ``ids``; returns the envs that asked to compact.
+
+    Under a trigger that lets the agent compact, COMPACT is offered once per step and only while
+    compactions remain under S; those envs are asked in a second request.
+    """
+    fit = _fitting(loop, ids)
+    if not fit:
+        return []
+    act = loop.masks["act"]
+    if not loop.trig.agent_compacts:
+        return _turn(loop, Phase.ACT, fit, act, acted)
+    cap = loop.cfg.max_compactions
+    may = {i for i in fit if not loop.rolls[i].blocked and loop.rolls[i].compactions < cap}
+    groups = (([i for i in fit if i not in may], act), ([i for i in fit if i in may], loop.masks["act_compact"]))
+    requested: list[int] = []
+    for grp, allowed in groups:
+        if grp:
+            requested += _turn(loop, Phase.ACT, grp, allowed, acted)
+    return requested
+
+
+def _answer(loop: _Loop, ids: list[int], acted: list[int]) -> None:
+    """Ask the actor for the answer of every env in ``ids`` (their last observation ended in QUERY)."""
+    fit = _fitting(loop, ids)
+    if fit:
+        _turn(loop, Phase.ANSWER, fit, loop.masks["answer"], acted)
+
+
+def _fitting(loop: _Loop, ids: list[int]) -> list[int]:
+    """The envs in ``ids`` whose context has room for a turn; the others end as overlong ('window')."""
+    fit = []
+    for i in ids:
+        if len(loop.rolls[i].ctx) + ACTION_TURN > loop.cfg.window:
+            loop.finish(i, "window")
+        else:
+            fit.append(i)
+    return fit
+
+
+def _turn(loop: _Loop, phase: Phase, ids: list[int], allowed: BoolArray, acted: list[int]) -> list[int]:
+    """One ACT or ANSWER request: append each env's marker and token; a generated action becomes the
+    env's next action (appended to ``acted``). Returns the envs that generated COMPACT instead."""
+    marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
+    rolls = loop.rolls
+    toks, lp, vals = loop.ask(phase, ids, [[*rolls[i].ctx, marker] for i in ids], 1, allowed, loop.actor,
+                              loop.actor_name)
+    nan = [np.nan] * len(ids)
+    lps = nan if lp is None else lp[:, 0].tolist()
+    vs = nan if vals is None else vals[:, 0].tolist()
+    requested = []
+    for i, tok, lp_i, v_i in zip(ids, toks[:, 0].tolist(), lps, vs, strict=True):
+        ro = rolls[i]
+        start = len(ro.ctx)
+        ro.append_turn(marker, tok, phase, lp_i, v_i)
+        ro.ctx_lengths.append(len(ro.ctx))
+        if tok == vocab.COMPACT and phase == Phase.ACT:
+            requested.append(i)
+        else:
+            ro.step_starts.append(start)
+            loop.actions[i] = tok
+            acted.append(i)
+    return requested
+
+
+# ---------------------------------------------------------------------------------------------- env step
+def _step_env(loop: _Loop, acted: list[int]) -> list[int]:
+    """Step every env (finished envs too; their results are ignored) and record what the envs in
+    ``acted`` observed. Ends rollouts that answered or hit a cap; returns those whose trigger fired."""
+    t0 = time.perf_counter()
+    obs, reward, terminated, truncated, _ = loop.env.step(loop.actions)
+    loop.clock.env += time.perf_counter() - t0
+    loop.actions[:] = 0
+    obs = np.asarray(obs)
+    cfg, trig = loop.cfg, loop.trig
+    fired: list[int] = []
+    for i in acted:
+        ro = loop.rolls[i]
+        if not ro.active:
+            continue
+        ro.steps += 1
+        ro.seg_steps += 1
+        ro.blocked = False
+        if terminated[i]:
+            loop.finish(i, "", float(reward[i]))
+            continue
+        o = _strip(obs[i])
+        ro.append([vocab.OBS, *o])
+        ro.step_context.append(len(ro.ctx))
+        ro.answer_due = bool(o) and o[-1] == vocab.QUERY
+        if truncated[i]:
+            loop.finish(i, "truncated")
+        elif ro.steps >= cfg.max_steps:
+            loop.finish(i, "steps")
+        # step-count triggers (chunked, every_step) wait while the answer is due: the answer turn
+        # reads the query from the latest observation, as MemAgent and MEM1 do
+        elif (
+            trig.kind != "never"
+            and (trig.length_based or not ro.answer_due)
+            and trig.fires(len(ro.ctx), ro.seg_steps, cfg)
+        ):
+            fired.append(i)
+        elif len(ro.ctx) > cfg.window:
+            loop.finish(i, "window")
+    return fired
+
+
+# ---------------------------------------------------------------------------------------------- compact
+def _compact(loop: _Loop, ids: list[int], *, discard: bool, requested: bool = False) -> None:
+    """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
+
+    ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
+    were generated in it) but are not a step, so they never reach the tail.
+    """
+    held, summarise = _before_summary(loop, ids, discard)
+    summaries = _summarise(loop, summarise)
+    for i in ids:
+        if loop.rolls[i].active:
+            _next_segment(loop, i, held.get(i), summaries.get(i), requested)
+
+
+def _before_summary(loop: _Loop, ids: list[int], discard: bool) -> tuple[dict[int, list[int]], list[int]]:
+    """End the envs out of compactions (S) and apply the discard rule; returns the held-back steps by
+    env and the envs to summarise (those whose summary fits the window; the others end)."""
+    cfg, rolls = loop.cfg, loop.rolls
+    summary = loop.trig.kind == "summary"
+    room = cfg.window - len(cfg.v_sum_tokens) - cfg.summary_tokens
+    held: dict[int, list[int]] = {}
+    summarise: list[int] = []
+    for i in ids:
+        ro = rolls[i]
+        if summary and ro.compactions >= cfg.max_compactions:
+            loop.finish(i, "compactions")  # S caps summaries; the sliding baseline has no cap
+            continue
+        if discard and ro.step_starts:
+            # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
+            held[i] = ro.ctx[ro.step_starts[-1] :]
+            ro.truncate(ro.step_starts.pop())
+        if summary and loop.writer is not None:
+            if len(ro.ctx) > room:
+                loop.finish(i, "window")  # the summary itself would not fit: SUPO's truncated summary
                 continue
-            if discard and ro.step_starts:
-                # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
-                held[i] = ro.ctx[ro.step_starts[-1] :]
-                ro.truncate(ro.step_starts.pop())
-            if trig.kind == "summary" and writer is not None:
-                if len(ro.ctx) + len(v_sum) + m > cfg.window:
-                    finish(i, "window")  # the summary itself would not fit: SUPO's truncated summary
-                    continue
-                summarise.append(i)
-        summaries: dict[int, tuple[list[int], Any, Any]] = {}
-        if summarise and writer is not None:
-            toks, lp, vals = ask(
-                Phase.SUMMARY,
-                summarise,
-                [rolls[i].ctx + v_sum for i in summarise],
-                m,
-                allowed_summary,
-                writer,
-                "summariser",
-            )
-            answers = _answers(env)
-            for r, i in enumerate(summarise):
-                rolls[i].summaries += 1
-                rolls[i].summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
-                own = writer_is_actor
-                summaries[i] = (
-                    toks[r].tolist(),
-                    lp[r] if (own and lp is not None) else None,
-                    vals[r] if (own and vals is not None) else None,
-                )
-        for i in ids:
-            ro = rolls[i]
-            if not ro.active:
-                continue
-            steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
-            if i in held:
-                steps.append(held[i])
-            head = ro.ctx[: ro.prompt_len]
-            if trig.kind == "slide":
-                ro.close_segment()
-                keep = steps
-                while keep and ro.prompt_len + sum(map(len, keep)) > trig.limit(cfg):
-                    keep = keep[1:]
-            else:
-                if i in summaries:
-                    s, lp, vals = summaries[i]
-                    ro.append(v_sum)
-                    ro.append(
-                        s, Phase.SUMMARY if writer_is_actor else Phase.CONTEXT, writer_is_actor, lp, vals
-                    )
-                    ro.ctx_lengths.append(len(ro.ctx))
-                    head = [*head, vocab.SUMMARY, *s]
-                ro.close_segment()
-                keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
-                while keep and len(head) + sum(map(len, keep)) > trig.limit(cfg):
-                    keep = keep[1:]  # CompactionRL: shrink k until the tail fits
-            starts, pos = [], len(head)
-            for st in keep:
-                starts.append(pos)
-                pos += len(st)
-            ro.start_segment(head + [t for st in keep for t in st], starts)
-            ro.compactions += 1
-            ro.blocked = True
-            if len(ro.ctx) > cfg.window:
-                finish(i, "window")
+            summarise.append(i)
+    return held, summarise
 
-    actions = np.zeros(n, dtype=np.int64)
-    while any(ro.active for ro in rolls):
-        # ---- act / answer phase (a COMPACT under the policy trigger compacts, then asks again)
-        pending = [i for i, ro in enumerate(rolls) if ro.active]
-        acted: list[int] = []
-        while pending:
-            to_compact: list[int] = []
-            for phase in (Phase.ACT, Phase.ANSWER):
-                ids = [i for i in pending if rolls[i].answer_due == (phase == Phase.ANSWER)]
-                fit = []
-                for i in ids:
-                    if len(rolls[i].ctx) + ACTION_TURN > cfg.window:
-                        finish(i, "window")
-                    else:
-                        fit.append(i)
-                if not fit:
-                    continue
-                marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
-                if phase == Phase.ANSWER:
-                    groups = [(fit, allowed_answer)]
-                elif not trig.agent_compacts:
-                    groups = [(fit, allowed_act)]
-                else:
-                    # COMPACT is offered once per step and only while compactions remain under S
-                    may = {
-                        i for i in fit if not rolls[i].blocked and rolls[i].compactions < cfg.max_compactions
-                    }
-                    groups = [
-                        ([i for i in fit if i not in may], allowed_act),
-                        ([i for i in fit if i in may], allowed_compact),
-                    ]
-                for grp, allowed in groups:
-                    if not grp:
-                        continue
-                    toks, lp, vals = ask(
-                        phase, grp, [[*rolls[i].ctx, marker] for i in grp], 1, allowed, actor, who
-                    )
-                    nan = [np.nan] * len(grp)
-                    lps = nan if lp is None else lp[:, 0].tolist()
-                    vs = nan if vals is None else vals[:, 0].tolist()
-                    for i, tok, lp_i, v_i in zip(grp, toks[:, 0].tolist(), lps, vs, strict=True):
-                        ro = rolls[i]
-                        start = len(ro.ctx)
-                        ro.append_turn(marker, tok, phase, lp_i, v_i)
-                        ro.ctx_lengths.append(len(ro.ctx))
-                        if tok == vocab.COMPACT and phase == Phase.ACT:
-                            to_compact.append(i)
-                        else:
-                            ro.step_starts.append(start)
-                            actions[i] = tok
-                            acted.append(i)
-            if to_compact:
-                compact(to_compact, discard=False, requested=True)
-            pending = [i for i in to_compact if rolls[i].active]
 
-        # ---- env step (finished envs are stepped too; their results are ignored)
-        t0 = time.perf_counter()
-        obs, reward, terminated, truncated, _ = env.step(actions)
-        clock.env += time.perf_counter() - t0
-        obs = np.asarray(obs)
-        fire: list[int] = []
-        for i in acted:
-            ro = rolls[i]
-            if not ro.active:
-                continue
-            ro.steps += 1
-            ro.seg_steps += 1
-            ro.blocked = False
-            if terminated[i]:
-                finish(i, "", float(reward[i]))
-                continue
-            o = _strip(obs[i])
-            ro.append([vocab.OBS, *o])
-            ro.step_context.append(len(ro.ctx))
-            ro.answer_due = bool(o) and o[-1] == vocab.QUERY
-            if truncated[i]:
-                finish(i, "truncated")
-            elif ro.steps >= cfg.max_steps:
-                finish(i, "steps")
-            # step-count triggers (chunked, every_step) wait while the answer is due: the answer turn
-            # reads the query from the latest observation, as MemAgent and MEM1 do
-            elif (
-                trig.kind != "never"
-                and (trig.length_based or not ro.answer_due)
-                and trig.fires(len(ro.ctx), ro.seg_steps, cfg)
-            ):
-                fire.append(i)
-            elif len(ro.ctx) > cfg.window:
-                finish(i, "window")
-        if fire:
-            compact(fire, discard=cfg.discard and trig.length_based and trig.kind == "summary")
-        actions[:] = 0
+def _summarise(loop: _Loop, ids: list[int]) -> dict[int, _Summary]:
+    """One SUMMARY request (``v_sum`` then m tokens) for the envs ``ids``; counts each summary that
+    holds the episode's answer. Log-probs and values are kept only when the actor wrote them."""
+    if not ids or loop.writer is None:
+        return {}
+    v_sum = list(loop.cfg.v_sum_tokens)
+    toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids],
+                              loop.cfg.summary_tokens, loop.masks["summary"], loop.writer, "summariser")
+    answers = _answers(loop.env)
+    own = loop.writer_is_actor
+    out: dict[int, _Summary] = {}
+    for r, i in enumerate(ids):
+        ro = loop.rolls[i]
+        ro.summaries += 1
+        ro.summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
+        out[i] = _Summary(toks[r].tolist(), lp[r] if (own and lp is not None) else None,
+                          vals[r] if (own and vals is not None) else None)
+    return out
 
-    total = time.perf_counter() - t_start
-    return _assemble(rolls, cfg, group_size, clock, total)
+
+def _next_segment(loop: _Loop, i: int, held: list[int] | None, summary: _Summary | None, requested: bool) -> None:
+    """Close env ``i``'s segment (after writing its summary, if any) and open the next one: the prompt,
+    the summary block, and as many of the newest steps as the tail allows and the trigger's limit fits."""
+    cfg, ro = loop.cfg, loop.rolls[i]
+    steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
+    if held is not None:
+        steps.append(held)
+    head = ro.ctx[: ro.prompt_len]
+    if loop.trig.kind == "slide":
+        keep = steps
+    else:
+        if summary is not None:
+            own = loop.writer_is_actor
+            ro.append(list(cfg.v_sum_tokens))
+            ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
+            ro.ctx_lengths.append(len(ro.ctx))
+            head = [*head, vocab.SUMMARY, *summary.tokens]
+        keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
+    ro.close_segment()
+    limit = loop.trig.limit(cfg)
+    while keep and len(head) + sum(map(len, keep)) > limit:
+        keep = keep[1:]  # CompactionRL: shrink k until the tail fits (the slide drops its oldest steps)
+    starts, pos = [], len(head)
+    for st in keep:
+        starts.append(pos)
+        pos += len(st)
+    ro.start_segment(head + [t for st in keep for t in st], starts)
+    ro.compactions += 1
+    ro.blocked = True
+    if len(ro.ctx) > cfg.window:
+        loop.finish(i, "window")
 
 
 def _assemble(

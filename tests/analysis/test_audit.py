@@ -325,3 +325,14 @@ def test_audit_module_has_no_printed_constants() -> None:
     source = Path(audit_mod.__file__).read_text(encoding="utf-8")
     for figure in ["44.5", "47.7", "6.2", "0.51", "8.2", "66.8", "59.8", "44.3", "58.5"]:
         assert figure not in source, figure
+
+
+def test_audit_runs_from_any_folder(tmp_path):
+    """The published data is found through the package, not the working folder (a checkout's cwd hid it)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "simlab.cli", "audit", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

@@ -83,6 +83,7 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
         }
         if final_c is not None:
             metrics["eval/compacted/success"] = final_c if last else 0.25
+        metrics["eval/single_window/overlong_rate"] = 0.1 * seed if last else 0.5
         sink.log_metrics(metrics, step)
     if (variant, seed) == FAILED:
         sink.close("FAILED", "RuntimeError: diverged")
@@ -192,6 +193,16 @@ def test_markdown_figures_and_parent_artifacts(made: rp.Report, built: Built) ->
     assert made.logged_to == built.parent
     logged = {Path(p).name for p in tracking.list_artifacts(tracking.resolve_store(built.uri), built.parent, "report")}
     assert names <= logged
+
+
+def test_evaluation_table_takes_each_runs_final_evaluation(made: rp.Report) -> None:
+    table = rp.evaluation_table(made.sweep)
+    assert table is not None
+    row = table.filter((pl.col("variant") == A) & (pl.col("evaluation") == "single_window")).row(0, named=True)
+    # final single-window overlong rate 0.0, 0.1, 0.2 over seeds 0-2 (not the 0.5 of earlier steps)
+    assert row["overlong"] == pytest.approx(0.1) and row["overlong_se"] == pytest.approx(0.1 / math.sqrt(3))
+    assert row["segments"] is None  # never logged: n/a, not 0
+    assert "What the evaluations saw" in made.markdown and "| 10.0 ± 5.8" in made.markdown
 
 
 def test_segment_shares_pool_seeds(made: rp.Report) -> None:

@@ -1,4 +1,5 @@
-"""`simlab ui` in a real headless Chromium (Debian's): the sweep's experiment, its child runs, a chart.
+"""`simlab ui` in a real headless Chromium (Debian's), the way a user goes: the home page, the sweep's
+experiment, its child runs, a child run's compaction-rate chart; and the links `simlab ui` prints.
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright's Python package; no browser is
 downloaded. CI installs the package (``.ci/run``); without it the test is skipped, saying why.
@@ -67,6 +68,8 @@ def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stor
     assert len(children) == 2
 
     port = _free_port()
+    links = tracking.sweep_links(tracking.resolve_store(ready_stores.tracking_uri), f"http://127.0.0.1:{port}")
+    assert [name for name, _, _ in links] == [spec.name]
     server = subprocess.Popen(
         [
             sys.executable,
@@ -97,8 +100,12 @@ def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stor
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
-            # the experiment's runs table; MLflow 3 opens on its GenAI view unless asked for model training
-            page.goto(f"{base}/#/experiments/{result.experiment_id}/runs?workflowType=machine_learning")
+            # where a user starts: the home page. MLflow 3 opens in its GenAI mode, where an experiment shows a
+            # traces overview ("Traces 0"); the toggle at the top left switches to model training first
+            page.goto(f"{base}/")
+            page.get_by_role("button", name="Model training", exact=True).click()
+            page.get_by_role("link", name=spec.name, exact=True).click()
+            page.wait_for_url(f"**/#/experiments/{result.experiment_id}/runs?*workflowType=machine_learning*")
             runs = f"#/experiments/{result.experiment_id}/runs"
             parent = page.locator(f"a[href='{runs}/{result.parent_run_id}']")
             parent.wait_for()
@@ -121,6 +128,9 @@ def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stor
             trace.first.wait_for()
             assert len(trace.first.get_attribute("d") or "") > 10  # a drawn line, not an empty plot
             page.screenshot(path=str(shot), full_page=True)
+            # the chart-view link `simlab ui` prints opens the same experiment's runs as charts
+            page.goto(links[0][2])
+            page.locator("[data-testid=experiment-view-compare-runs-card]").first.wait_for()
             browser.close()
     finally:
         stop_group(server)
