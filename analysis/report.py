@@ -201,11 +201,39 @@ def _assemble(
     latest: pl.DataFrame,
     history: pl.DataFrame | None,
 ) -> SweepRuns:
-    t = _wide(tags, {**TAGS, "mlflow.runName": "tag_run_name"}, runs)
+    """One row per trial run (variant, seed, evaluation size, horizons, both success rates) in grid
+    order, the parent run, and the finished runs' histories joined with their variant and seed."""
+    t = _wide(tags, {**TAGS, names.RUN_NAME_TAG: "tag_run_name"}, runs)
     p = _wide(params, PARAMS, runs)
     frame = runs.join(t, on="run_id", how="left").join(p, on="run_id", how="left")
     parents = frame.filter(pl.col("role") == "parent").sort("start_time")
-    trials = frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent"))
+    trials = _trial_rows(frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent")), latest)
+    if trials.filter(pl.col("status") == "FINISHED").height == 0:
+        statuses = trials.get_column("status").value_counts(sort=True).rows()
+        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
+        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
+    columns = ["run_id", "status", "trial", "variant", "seed", "episodes", "horizon_compacted",
+               "horizon_single_window", *EVALUATIONS]
+    parent = parents.row(0, named=True) if parents.height else None
+    finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
+    hist = None
+    if history is not None:
+        hist = history.filter(pl.col("run_id").is_in(finished_ids.implode())).join(
+            trials.select("run_id", "variant", "seed", "episodes"), on="run_id", how="left"
+        )
+    return SweepRuns(
+        experiment=experiment,
+        experiment_id=eid,
+        parent_run_id=None if parent is None else parent["run_id"],
+        baseline_hint=None if parent is None else parent["baseline"],
+        runs=trials.select(columns),
+        history=hist,
+    )
+
+
+def _trial_rows(trials: pl.DataFrame, latest: pl.DataFrame) -> pl.DataFrame:
+    """The trial runs with both evaluations' latest rates, their variant, typed columns and horizons,
+    in grid order (the runner enqueues cells in spec order, so trial numbers follow it)."""
     # the latest value of each evaluation metric; the runner's final/ copy wins where it exists
     values = latest.with_columns(
         pl.when(pl.col("is_nan")).then(None).otherwise(pl.col("value")).alias("value"),
@@ -236,38 +264,7 @@ def _assemble(
         pl.Series("horizon_compacted", horizons, dtype=pl.Float64),
         pl.col("window").cast(pl.Float64, strict=False).alias("horizon_single_window"),
     )
-    # grid order: the runner enqueues cells in spec order, so trial numbers follow it
-    trials = trials.sort(["trial", "start_time"], nulls_last=True)
-    if trials.filter(pl.col("status") == "FINISHED").height == 0:
-        statuses = trials.get_column("status").value_counts(sort=True).rows()
-        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
-        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
-    columns = [
-        "run_id",
-        "status",
-        "trial",
-        "variant",
-        "seed",
-        "episodes",
-        "horizon_compacted",
-        "horizon_single_window",
-        *EVALUATIONS,
-    ]
-    parent = parents.row(0, named=True) if parents.height else None
-    finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
-    hist = None
-    if history is not None:
-        hist = history.filter(pl.col("run_id").is_in(finished_ids.implode())).join(
-            trials.select("run_id", "variant", "seed", "episodes"), on="run_id", how="left"
-        )
-    return SweepRuns(
-        experiment=experiment,
-        experiment_id=eid,
-        parent_run_id=None if parent is None else parent["run_id"],
-        baseline_hint=None if parent is None else parent["baseline"],
-        runs=trials.select(columns),
-        history=hist,
-    )
+    return trials.sort(["trial", "start_time"], nulls_last=True)
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -324,6 +321,16 @@ def _same(a: str | None, b: str) -> bool:
     return a is not None and a.lower() == b.lower()
 
 
+PUBLISHED_SCHEMA = {
+    "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
+    "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
+    "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
+    "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "same_direction": pl.Boolean,
+    "reproduces_direction": pl.Boolean, "verdict": pl.String,
+}
+"""The columns of :func:`against_published`."""
+
+
 def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.DataFrame:
     """Each published ablation beside every pair of this sweep's variants that differ only in its
     setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
@@ -339,22 +346,11 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
     for ab in ablation_table().iter_rows(named=True):
         axis = ab["axis"]
         published = {
-            "ablation": ab["id"],
-            "claim": ab["claim"],
-            "axis": axis,
-            "full_setting": ab["full_setting"],
-            "ablated_setting": ab["ablated_setting"],
-            "published_difference": ab["difference"],
+            "ablation": ab["id"], "claim": ab["claim"], "axis": axis, "full_setting": ab["full_setting"],
+            "ablated_setting": ab["ablated_setting"], "published_difference": ab["difference"],
             "published_sigma": ab["sigma"],
         }
-        pairs = [
-            (f, a)
-            for f, sf in settings.items()
-            for a, sa in settings.items()
-            if _same(sf.get(axis), ab["full_setting"])
-            and _same(sa.get(axis), ab["ablated_setting"])
-            and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
-        ]
+        pairs = _ablation_pairs(settings, axis, ab["full_setting"], ab["ablated_setting"])
         if not pairs:
             values = sorted({s[axis] for s in settings.values() if axis in s})
             why = f"takes only {', '.join(values)}" if values else "is not varied"
@@ -362,41 +358,39 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
         for f, a in pairs:
             row = published | {"full_variant": f, "ablated_variant": a}
             if f in estimate and a in estimate:
-                d = stats.difference(estimate[a], estimate[f])
-                ratio = None
-                if horizon[f] is not None and horizon[a] is not None:
-                    ratio = stats.like_for_like(horizon[a], horizon[f]).ratio
-                row |= {
-                    "difference": d.difference,
-                    "se": d.se,
-                    "sigma": d.sigma,
-                    "horizon_ratio": ratio,
-                    "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
-                    **_direction(d.difference, d.sigma, ab["difference"]),
-                }
+                row |= _pair_difference(estimate[f], estimate[a], horizon[f], horizon[a], ab["difference"])
             else:
                 row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
             out.append(row)
-    schema = {
-        "ablation": pl.String,
-        "claim": pl.String,
-        "axis": pl.String,
-        "full_setting": pl.String,
-        "ablated_setting": pl.String,
-        "published_difference": pl.Float64,
-        "published_sigma": pl.Float64,
-        "full_variant": pl.String,
-        "ablated_variant": pl.String,
-        "difference": pl.Float64,
-        "se": pl.Float64,
-        "sigma": pl.Float64,
-        "horizon_ratio": pl.Float64,
-        "like_for_like": pl.Boolean,
-        "same_direction": pl.Boolean,
-        "reproduces_direction": pl.Boolean,
-        "verdict": pl.String,
+    return pl.DataFrame(out, schema=PUBLISHED_SCHEMA)
+
+
+def _ablation_pairs(settings: dict[str, dict[str, str]], axis: str, full: str, ablated: str) -> list[tuple[str, str]]:
+    """(full variant, ablated variant) pairs that differ only in ``axis``, set to ``full`` and ``ablated``."""
+    return [
+        (f, a)
+        for f, sf in settings.items()
+        for a, sa in settings.items()
+        if _same(sf.get(axis), full)
+        and _same(sa.get(axis), ablated)
+        and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
+    ]
+
+
+def _pair_difference(
+    full: stats.MeanSE, ablated: stats.MeanSE, h_full: float | None, h_ablated: float | None, published: float
+) -> dict[str, Any]:
+    """ablated - full with its SE and sigma, the horizon ratio, and the verdict against ``published``."""
+    d = stats.difference(ablated, full)
+    ratio = None if h_full is None or h_ablated is None else stats.like_for_like(h_ablated, h_full).ratio
+    return {
+        "difference": d.difference,
+        "se": d.se,
+        "sigma": d.sigma,
+        "horizon_ratio": ratio,
+        "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
+        **_direction(d.difference, d.sigma, published),
     }
-    return pl.DataFrame(out, schema=schema)
 
 
 def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
@@ -565,14 +559,42 @@ def _interval(low: float | None, high: float | None, fmt: str = ".1f") -> str:
     return "n/a" if low is None or high is None else f"[{format(low, fmt)}, {format(high, fmt)}]"
 
 
+VARIANT_HEADERS = ["Rank", "Variant", "H", "Seeds", "Missing", "Unfinished", "Mean", "IQM", "95% CI", "SE", "Diff",
+                   "Diff 95% CI", "SE diff", "SE from", "Sigma", "Power", "Like-for-like"]
+PUBLISHED_HEADERS = ["Published ablation", "Published", "Pub. sigma", "Simlab full -> ablated", "Diff", "SE", "Sigma",
+                     "Like-for-like", "Direction"]
+
+
 def to_markdown(
     sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None, effect: float = 5.0
 ) -> str:
-    """The report as Markdown: one table per evaluation configuration, then the published ablations."""
+    """The report as Markdown: one table per evaluation configuration, what the evaluations saw, the
+    credit health, then the published ablations."""
     baseline = table.get_column("baseline")[0]
+    parts = [_preamble(sweep, baseline, effect)]
+    for name, key in EVALUATIONS.items():
+        ranked = table.filter(pl.col("evaluation") == name).sort("rank", nulls_last=True, maintain_order=True)
+        rows = [_variant_row(r, r["variant"] == baseline, effect) for r in ranked.iter_rows(named=True)]
+        parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(VARIANT_HEADERS, rows)}")
+    evaluations = evaluation_table(sweep)
+    if evaluations is not None:
+        parts.append(evaluation_markdown(evaluations))
+    credit = credit_table(sweep)
+    if credit is not None:
+        parts.append(credit_markdown(credit))
+    if published is not None:
+        rows = [_published_row(r) for r in published.iter_rows(named=True)]
+        parts.append(
+            "### Against the published ablations (ablated - full, compacted success, points)\n\n"
+            + markdown_table(PUBLISHED_HEADERS, rows)
+        )
+    return "\n".join(parts)
+
+
+def _preamble(sweep: SweepRuns, baseline: str, effect: float) -> str:
     total = sweep.runs.height
     finished = sweep.runs.filter(pl.col("status") == "FINISHED").height
-    parts = [
+    return (
         f"## simlab report: {sweep.experiment}\n\n"
         f"{finished} of {total} trial runs finished; {len(sweep.variants)} variants; baseline `{baseline}`. "
         f"Means and SEs in points over seeds; a mean's SE is max(binomial, seed spread). IQM is the interquartile "
@@ -582,93 +604,48 @@ def to_markdown(
         f"Power gives the minimum detectable effect at {stats.TIE_SIGMA:g} sigma and the seeds a "
         f"{effect:g}-point effect needs (`--effect`). H = L x (S+1) (W without summaries); a difference across "
         f"different H is not like-for-like.\n"
+    )
+
+
+def _variant_row(r: dict[str, Any], is_base: bool, effect: float) -> list[str]:
+    own = [
+        _num(r["rank"], "d"),
+        r["variant"] + (" (baseline)" if is_base else ""),
+        _num(r["horizon"], "g"),
+        str(r["seeds"]),
+        str(r["missing"]),
+        str(r["unfinished"]),
+        _num(r["mean"], ".1f"),
+        _num(r["iqm"], ".1f"),
+        _interval(r["ci_low"], r["ci_high"]),
+        _num(r["se"], ".1f") + (f" ({r['dominant']})" if r["dominant"] else ""),
     ]
-    headers = [
-        "Rank",
-        "Variant",
-        "H",
-        "Seeds",
-        "Missing",
-        "Unfinished",
-        "Mean",
-        "IQM",
-        "95% CI",
-        "SE",
-        "Diff",
-        "Diff 95% CI",
-        "SE diff",
-        "SE from",
-        "Sigma",
-        "Power",
-        "Like-for-like",
+    if is_base:
+        return [*own, *["-"] * 7]
+    return [
+        *own,
+        _num(r["difference"], "+.1f"),
+        _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
+        _num(r["se_difference"], ".1f"),
+        _se_from(r),
+        _num(r["sigma"], "+.2f"),
+        _power(r, effect),
+        like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
     ]
-    for name, key in EVALUATIONS.items():
-        rows = []
-        for r in (
-            table.filter(pl.col("evaluation") == name)
-            .sort("rank", nulls_last=True, maintain_order=True)
-            .iter_rows(named=True)
-        ):
-            is_base = r["variant"] == baseline
-            rows.append(
-                [
-                    _num(r["rank"], "d"),
-                    r["variant"] + (" (baseline)" if is_base else ""),
-                    _num(r["horizon"], "g"),
-                    str(r["seeds"]),
-                    str(r["missing"]),
-                    str(r["unfinished"]),
-                    _num(r["mean"], ".1f"),
-                    _num(r["iqm"], ".1f"),
-                    _interval(r["ci_low"], r["ci_high"]),
-                    _num(r["se"], ".1f") + (f" ({r['dominant']})" if r["dominant"] else ""),
-                    "-" if is_base else _num(r["difference"], "+.1f"),
-                    "-" if is_base else _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
-                    "-" if is_base else _num(r["se_difference"], ".1f"),
-                    "-" if is_base else _se_from(r),
-                    "-" if is_base else _num(r["sigma"], "+.2f"),
-                    "-" if is_base else _power(r, effect),
-                    "-" if is_base else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
-                ]
-            )
-        parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
-    evaluations = evaluation_table(sweep)
-    if evaluations is not None:
-        parts.append(evaluation_markdown(evaluations))
-    credit = credit_table(sweep)
-    if credit is not None:
-        parts.append(credit_markdown(credit))
-    if published is not None:
-        headers = [
-            "Published ablation",
-            "Published",
-            "Pub. sigma",
-            "Simlab full -> ablated",
-            "Diff",
-            "SE",
-            "Sigma",
-            "Like-for-like",
-            "Direction",
-        ]
-        rows = [
-            [
-                r["claim"] or r["ablation"],
-                _num(r["published_difference"], "+.1f"),
-                _num(r["published_sigma"], "+.2f"),
-                _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
-                _num(r["difference"], "+.1f"),
-                _num(r["se"], ".1f"),
-                _num(r["sigma"], "+.2f"),
-                "-" if r["difference"] is None else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
-                r["verdict"],
-            ]
-            for r in published.iter_rows(named=True)
-        ]
-        parts.append(
-            "### Against the published ablations (ablated - full, compacted success, points)\n\n"
-            + markdown_table(headers, rows)
-        )
-    return "\n".join(parts)
+
+
+def _published_row(r: dict[str, Any]) -> list[str]:
+    return [
+        r["claim"] or r["ablation"],
+        _num(r["published_difference"], "+.1f"),
+        _num(r["published_sigma"], "+.2f"),
+        _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
+        _num(r["difference"], "+.1f"),
+        _num(r["se"], ".1f"),
+        _num(r["sigma"], "+.2f"),
+        "-" if r["difference"] is None else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
+        r["verdict"],
+    ]
 
 
 def _pair(full: str | None, ablated: str | None, axis: str) -> str:
