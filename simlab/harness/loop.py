@@ -65,6 +65,7 @@ class SegmentTokens:
 
     @property
     def num_optimised(self) -> int:
+        """Tokens of the segment the policy generated (the ones the update optimises)."""
         return int(self.optimised.sum())
 
 
@@ -117,6 +118,7 @@ class RolloutBatch:
 
     @property
     def harness_seconds(self) -> float:
+        """Seconds spent in the harness itself: the total less the env's and the agents' time."""
         return self.total_seconds - self.env_seconds - self.agent_seconds
 
     def padded(self) -> dict[str, NDArray[Any]]:
