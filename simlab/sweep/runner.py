@@ -37,11 +37,12 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from simlab import names, stores, tracking
+from simlab.errors import SpecError
 from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
 from simlab.sweep import optuna_private as private
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
-from simlab.sweep.spec import Cell, SpecError, SweepSpec, probe_settings
+from simlab.sweep.spec import Cell, SweepSpec, probe_settings
 
 JOURNAL_NAME = stores.JOURNAL_NAME
 HOST_ENV = "SIMLAB_HOST"
