@@ -25,10 +25,7 @@ import polars as pl
 
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
-
-
-class AuditDataError(ValueError):
-    """The published-results file is missing, not TOML, or breaks its schema; the message says where."""
+from simlab.errors import AuditDataError
 
 
 def default_data_path() -> Path:
@@ -88,6 +85,7 @@ class Grid:
     """(rows, columns) figures in points."""
 
     def cell(self, row: str, column: str) -> Score:
+        """The score in ``row`` and ``column`` of this grid, as a :class:`Score` of its own."""
         i, j = self.rows.index(row), self.columns.index(column)
         return Score(
             id=f"{self.id}[{row}/{column}]",
@@ -154,6 +152,7 @@ class Published:
         return grid.cell(row, column)
 
     def source(self, paper: str, table: str) -> str:
+        """Where a paper's table is: its arXiv id (or URL) and the table's name."""
         meta = self.papers[paper]
         where = f"arXiv {meta['arxiv']}" if "arxiv" in meta else meta["url"].removeprefix("https://")
         return f"{where} {table}"
@@ -185,7 +184,7 @@ def _points(value: Any, where: str) -> float:
 
 
 def _positive_int(table: dict[str, Any], key: str, where: str, *, minimum: int) -> int | None:
-    value = _get(table, key, int, where, None)
+    value: int | None = _get(table, key, int, where, None)
     if value is not None and value < minimum:
         raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose an integer >= {minimum}")
     return value

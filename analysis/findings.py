@@ -31,8 +31,10 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from simlab import names
 from simlab.analysis import stats
 from simlab.analysis.tables import markdown_table
+from simlab.errors import FindingsError
 
 
 def _spec_dir() -> Path:
@@ -57,13 +59,11 @@ ROW_KEYS = (
 Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "not run"]
 
 
-class FindingsError(ValueError):
-    """A findings row or an export is malformed; the message names the file and the key."""
-
-
 # ------------------------------------------------------------------------------------------- specs
 @dataclass(frozen=True)
 class Mechanism:
+    """A mechanism metric reported beside a finding's outcome, reduced over each run's steps."""
+
     metric: str
     reduce: str
     """``final``, ``first`` or ``mean`` over the run's logged steps."""
@@ -99,10 +99,12 @@ class FindingRow:
 
     @property
     def sign(self) -> float | None:
+        """The sign the finding must reproduce: the published delta's, else ``direction``'s; ``None`` if neither."""
         ref = self.published if self.published is not None else self.direction
         return None if ref is None or ref == 0 else math.copysign(1.0, ref)
 
     def metrics(self) -> set[str]:
+        """Every metric the row reads: the outcome, the mechanism metrics and the slope's ``x``."""
         return {self.metric, *(m.metric for m in self.mechanism), *([self.x] if self.x else [])}
 
 
@@ -233,17 +235,21 @@ def live_runs(experiment: str, metrics: set[str], tracking_uri: str | None = Non
     if fetched is None:
         return None
     _, records = fetched
+    trials = [r for r in records if r["tags"].get(names.ROLE_TAG) == "trial"]
     runs = [
-        {"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(tracking.VARIANT_TAG),
-         "seed": r["tags"].get(tracking.SEED_TAG)}
-        for r in records if r["tags"].get(tracking.ROLE_TAG) == "trial"
+        {"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(names.VARIANT_TAG),
+         "seed": r["tags"].get(names.SEED_TAG)}
+        for r in trials
     ]
-    finished = [r["run_id"] for r in runs if r["status"] == "FINISHED"]
-    histories = tracking.metric_histories(store, finished, sorted(metrics))
+    table = tracking.history_table(store, [r for r in trials if r["status"] == "FINISHED"], metrics.__contains__)
+    histories: dict[str, dict[str, list[float]]] = {}
+    for (run_id, key), g in table.sort("run_id", "key", "step").group_by("run_id", "key", maintain_order=True):
+        histories.setdefault(str(run_id), {})[str(key)] = g.get_column("value").to_list()
     return runs_from_histories(runs, histories, metrics)
 
 
 def export_path(experiment: str, folder: Path = EXPORT_DIR) -> Path:
+    """The committed per-run export of ``experiment``: ``<folder>/<experiment>.csv``."""
     return folder / f"{experiment}.csv"
 
 
@@ -308,6 +314,8 @@ def per_seed(row: FindingRow, frame: pl.DataFrame, arm: str) -> dict[int, float]
 
 @dataclass(frozen=True)
 class Comparison:
+    """A difference between two arms: treatment - baseline with its SE, sigma and how it was paired."""
+
     difference: float
     se: float
     sigma: float
@@ -318,6 +326,7 @@ class Comparison:
 
     @property
     def mde(self) -> float:
+        """The minimum detectable effect at 2 sigma with this SE."""
         return stats.min_detectable_effect(self.se)
 
 
@@ -408,6 +417,8 @@ def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> di
 # ------------------------------------------------------------------------------------- the command
 @dataclass(frozen=True)
 class Findings:
+    """The findings table: one evaluated row per finding, and where each sweep's runs came from."""
+
     rows: list[dict[str, Any]]
     sources: dict[str, str]
     """Spec name -> where its runs came from: ``store``, the export's path, or ``none``."""
@@ -466,6 +477,7 @@ def _mech(r: dict[str, Any]) -> str:
 
 
 def to_markdown(found: Findings) -> str:
+    """The findings table as Markdown, with where each sweep's runs came from."""
     headers = ["#", "Finding", "Published", "simlab: treatment - baseline", "Control",
                "Mechanism (treatment vs baseline)", "Verdict"]
     rows = [
@@ -479,5 +491,6 @@ def to_markdown(found: Findings) -> str:
 
 
 def as_frame(found: Findings) -> pl.DataFrame:
+    """The findings table as a frame (mechanism values as one text column), for CSV and parquet."""
     flat = [{k: v for k, v in r.items() if k != "mechanism"} | {"mechanism": _mech(r)} for r in found.rows]
     return pl.DataFrame(flat, infer_schema_length=None)

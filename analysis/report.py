@@ -5,10 +5,11 @@ seeds into a variant, and the report's tables and figures. The arithmetic (SE ov
 sigma, like-for-like, tie-aware ranks) is :mod:`simlab.analysis.stats`, the same code ``simlab audit`` judges
 the published results with; the published ablations come from :func:`simlab.analysis.audit.ablation_table`.
 
-Reading: the default local store is a sqlite file, read here directly (read-only, a handful of queries
-over whole tables into polars), so a sweep of hundreds of runs costs the same few queries as one. Any
-other tracking URI goes through :func:`simlab.tracking.fetch_runs` (paged ``search_runs``); that path has
-no metric histories, so it gives the tables without the figures. Only the tracking layer imports mlflow.
+Reading goes through the MLflow client, whatever the store (:mod:`simlab.tracking`, the only module that
+imports mlflow): one paged ``search_runs`` gives every run's tags, params and latest metrics, and each
+finished run's metric history comes from its export (``tables/metrics.parquet``, one artifact per run,
+written when the run closes); a run logged before the export existed is read one metric at a time,
+several requests in flight. Nothing reads MLflow's database schema.
 
 Units: success rates in percentage points, as in :mod:`simlab.analysis.stats`.
 """
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import matplotlib
 
@@ -32,54 +31,55 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from simlab import names
 from simlab.analysis import stats
 from simlab.analysis.audit import ablation_table, like_for_like_text
 from simlab.analysis.tables import check_output_dir, markdown_table, write_tables
+from simlab.errors import ReportError
+from simlab.harness.config import effective_horizon
 
-EVALUATIONS = {"compacted": "eval/compacted/success", "single_window": "eval/single_window/success"}
+EVALUATIONS = {name: names.metric(prefix, names.SUCCESS) for name, prefix in names.EVALUATIONS.items()}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
-HEALTH_KEYS = ("train/compaction_rate", "train/summarised_success")
+HEALTH_KEYS = (names.TRAIN_COMPACTION_RATE, names.TRAIN_SUMMARISED_SUCCESS)
 EVAL_HEALTH = {
-    "overlong": ("overlong rate (%)", "overlong_rate", 100.0),
-    "segments": ("segments per episode", "segments_mean", 1.0),
-    "holds_answer": ("summaries holding the answer (%)", "summary_holds_answer", 100.0),
+    "overlong": ("overlong rate (%)", names.OVERLONG_RATE, 100.0),
+    "segments": ("segments per episode", names.SEGMENTS_MEAN, 1.0),
+    "holds_answer": ("summaries holding the answer (%)", names.SUMMARY_HOLDS_ANSWER, 100.0),
 }
 """What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
 The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
 CREDIT_KEYS = {
-    "weight_share": "health/longer/loss_share",
-    "token_share": "health/longer/token_share",
-    "baseline_shift": "health/baseline_shift/mean",
-    "adv_error": "adv_error/pre_final/rel_l2",
-    "k_sd": "health/within_group/segments_sd",
-    "k_corr": "health/within_group/corr",
+    "weight_share": names.health(names.LONGER_LOSS_SHARE),
+    "token_share": names.health(names.LONGER_TOKEN_SHARE),
+    "baseline_shift": names.health(names.BASELINE_SHIFT_MEAN),
+    "adv_error": names.ADV_ERROR_PRE_FINAL_REL_L2,
+    "k_sd": names.health(names.WITHIN_GROUP_SD),
+    "k_corr": names.health(names.WITHIN_GROUP_CORR),
 }
 """What each variant's credit assignment did to its batches, logged every step (seed Blocks 1 and 2)."""
-SEGMENT_KEY = "health/segments/count_"
+SEGMENT_KEY = names.health(names.SEG_COUNT)
 """Prefix of the per-bucket rollout counts the credit layer's health summary writes every step."""
-FINAL_PREFIX = "final/"
-"""The runner logs the trial's returned result again under this prefix when the trial finishes."""
+FINAL_PREFIX = names.FINAL
+"""An earlier runner logged the trial's returned result again under this prefix when the trial finished."""
 PARAMS = {
-    "eval.episodes": "episodes",
-    "harness.window": "window",
-    "harness.frac": "frac",
-    "harness.max_compactions": "max_compactions",
-    "harness.trigger": "trigger",
-    "harness.t_comp": "t_comp",
+    names.PARAM_EPISODES: "episodes",
+    names.PARAM_WINDOW: "window",
+    names.PARAM_FRAC: "frac",
+    names.PARAM_MAX_COMPACTIONS: "max_compactions",
+    names.PARAM_TRIGGER: "trigger",
+    names.PARAM_T_COMP: "t_comp",
 }
 """Run params the report reads (flattened run config): the evaluation size and the harness geometry."""
 TAGS = {
-    "simlab.role": "role",
-    "simlab.sweep": "sweep",
-    "simlab.cell": "cell",
-    "simlab.variant": "variant",
-    "simlab.seed": "seed",
-    "simlab.trial_number": "trial",
-    "simlab.baseline": "baseline",
+    names.ROLE_TAG: "role",
+    names.SWEEP_TAG: "sweep",
+    names.CELL_TAG: "cell",
+    names.VARIANT_TAG: "variant",
+    names.SEED_TAG: "seed",
+    names.TRIAL_TAG: "trial",
+    names.BASELINE_TAG: "baseline",
 }
-"""The tags :mod:`simlab.tracking` writes (spelled out: reading them must not import mlflow)."""
-WINDOW_ONLY_TRIGGERS = frozenset({"none", "sliding"})
-"""Triggers that never summarise: a rollout never sees more than one window W of history."""
+"""The tags the report reads, by the column it puts them in."""
 FIGURES = ("learning_curves.png", "segment_counts.png", "compaction_health.png")
 ARTIFACT_PATH = "report"
 STEM = "report"
@@ -87,18 +87,6 @@ STEM = "report"
 _RUN_SCHEMA = {"run_id": pl.String, "run_name": pl.String, "status": pl.String, "start_time": pl.Int64}
 _KV_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.String}
 _METRIC_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.Float64, "is_nan": pl.Boolean}
-_HISTORY_SCHEMA = {
-    "run_id": pl.String,
-    "key": pl.String,
-    "step": pl.Int64,
-    "timestamp": pl.Int64,
-    "value": pl.Float64,
-    "is_nan": pl.Boolean,
-}
-
-
-class ReportError(ValueError):
-    """Bad input for a report: no such experiment, no finished run, an unknown baseline."""
 
 
 # ------------------------------------------------------------------------------------- loading
@@ -124,86 +112,18 @@ class SweepRuns:
         return self.runs.get_column("variant").unique(maintain_order=True).to_list()
 
 
-def load_runs(
-    experiment: str, tracking_uri: str | None = None, *, reader: Literal["auto", "sql", "client"] = "auto"
-) -> SweepRuns:
-    """Read an experiment's runs: SQL on a local sqlite store, else one paged ``search_runs``.
+def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
+    """Read an experiment's runs through the MLflow client: one paged ``search_runs`` for every run's
+    tags, params and latest metrics, then the finished runs' metric histories (:func:`_histories`).
 
-    ``reader="client"`` forces the client path on a sqlite store too (the two must agree).
     Raises :class:`ReportError` for an unknown experiment or one without a finished trial run.
     """
     from simlab import tracking
 
     store = tracking.resolve_store(tracking_uri)
     db = tracking.sqlite_path(store.tracking_uri)
-    sql = db is not None and reader != "client"
-    frames = _read_sqlite(db, experiment) if db is not None and sql else _read_client(store, experiment)
-    return _assemble(experiment, *frames)
-
-
-_Frames = tuple[str, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame | None]
-
-
-def _unknown(experiment: str, where: str) -> ReportError:
-    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first")
-
-
-def _read_sqlite(db: Path, experiment: str) -> _Frames:
-    """Six queries, whatever the number of runs: experiment, runs, tags, params, latest and all metrics."""
-    if not db.is_file():
+    if db is not None and not db.is_file():  # reading must not create an empty store
         raise _unknown(experiment, f"sqlite:///{db} (no such file)")
-    uri = f"{db.resolve().as_uri()}?mode=ro"  # read-only: a report never writes the store it reads
-    with closing(sqlite3.connect(uri, uri=True)) as conn:
-        found = conn.execute(
-            "SELECT experiment_id FROM experiments WHERE lifecycle_stage = 'active' "
-            "AND (name = ? OR CAST(experiment_id AS TEXT) = ?) ORDER BY name = ? DESC LIMIT 1",
-            (experiment, experiment, experiment),
-        ).fetchone()
-        if found is None:
-            raise _unknown(experiment, f"sqlite:///{db}")
-        eid = found[0]
-        in_experiment = "run_uuid IN (SELECT run_uuid FROM runs WHERE experiment_id = ? AND lifecycle_stage = 'active')"
-
-        def read(sql: str, params: Sequence[Any], schema: dict[str, Any]) -> pl.DataFrame:
-            frame = pl.read_database(sql, conn, execute_options={"parameters": list(params)}, schema_overrides=schema)
-            return frame.cast(schema) if frame.height else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
-
-        def keyed(table: str, keys: Sequence[str], schema: dict[str, Any]) -> pl.DataFrame:
-            marks = ",".join("?" * len(keys))
-            extra = ", is_nan" if "is_nan" in schema else ""
-            sql = f'SELECT run_uuid AS run_id, "key", value{extra} FROM {table} WHERE {in_experiment} '
-            return read(sql + f'AND "key" IN ({marks})', [eid, *keys], schema)
-
-        runs = read(
-            "SELECT run_uuid AS run_id, name AS run_name, status, start_time FROM runs "
-            "WHERE experiment_id = ? AND lifecycle_stage = 'active'",
-            [eid],
-            _RUN_SCHEMA,
-        )
-        tags = keyed("tags", [*TAGS, "mlflow.runName"], _KV_SCHEMA)
-        params = keyed("params", list(PARAMS), _KV_SCHEMA)
-        latest_keys = [*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())]
-        latest = keyed("latest_metrics", latest_keys, _METRIC_SCHEMA)
-        curve_keys = [*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *_eval_health_keys()]
-        history = read(
-            f'SELECT run_uuid AS run_id, "key", step, timestamp, value, is_nan FROM metrics WHERE {in_experiment} '
-            f'AND ("key" IN ({",".join("?" * len(curve_keys))}) OR "key" LIKE ? ESCAPE \'\\\')',
-            [eid, *curve_keys, SEGMENT_KEY.replace("_", "\\_") + "%"],
-            _HISTORY_SCHEMA,
-        )
-    # a step logged twice keeps its last write, as MLflow's own latest_metrics does
-    history = (
-        history.sort("timestamp")
-        .unique(["run_id", "key", "step"], keep="last")
-        .with_columns(pl.when(pl.col("is_nan")).then(float("nan")).otherwise(pl.col("value")).alias("value"))
-        .select("run_id", "key", "step", "value")
-    )
-    return str(eid), runs, tags, params, latest, history
-
-
-def _read_client(store: Any, experiment: str) -> _Frames:
-    from simlab import tracking
-
     fetched = tracking.fetch_runs(store, experiment)
     if fetched is None:
         raise _unknown(experiment, store.tracking_uri)
@@ -222,7 +142,24 @@ def _read_client(store: Any, experiment: str) -> _Frames:
         if k in wanted
     ]
     latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
-    return eid, runs, long("tags", [*TAGS, "mlflow.runName"]), long("params", list(PARAMS)), latest, None
+    tags, params = long("tags", [*TAGS, names.RUN_NAME_TAG]), long("params", list(PARAMS))
+    history = _histories(store, [r for r in records if r["status"] == "FINISHED"])
+    return _assemble(experiment, eid, runs, tags, params, latest, history)
+
+
+def _histories(store: Any, records: list[dict[str, Any]]) -> pl.DataFrame:
+    """run_id, key, step, value of what the figures and the credit table draw, for ``records``' runs:
+    one artifact per run that carries the metrics export, else one request per wanted key it has."""
+    from simlab import tracking
+
+    curve_keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *_eval_health_keys()}
+    trials = [r for r in records if r["tags"].get(names.ROLE_TAG) != "parent"]
+    return tracking.history_table(store, trials, lambda k: k in curve_keys or k.startswith(SEGMENT_KEY))
+
+
+def _unknown(experiment: str, where: str) -> ReportError:
+    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first",
+                       key="experiment", value=experiment, allowed="run `simlab sweep` first")
 
 
 def _wide(long: pl.DataFrame, names: dict[str, str], index: pl.DataFrame) -> pl.DataFrame:
@@ -241,24 +178,16 @@ def _variant_of(cell: str | None) -> str | None:
     return ",".join(parts) or "base"
 
 
-def effective_horizon(window: int, frac: float, max_compactions: int, trigger: str, t_comp: int | None = None) -> float:
-    """The run's effective horizon: L x (S + 1) with L = floor(frac x W); W for a trigger that never
-    summarises (``none``, ``sliding``); the ``budget`` trigger fires at W - T_comp, so that is its L."""
-    if trigger in WINDOW_ONLY_TRIGGERS:
-        return float(window)
-    threshold = window - t_comp if trigger == "budget" and t_comp is not None else math.floor(frac * window)
-    return stats.effective_horizon(threshold, max_compactions)
-
-
 def _horizon(row: dict[str, Any]) -> float | None:
+    """The run's effective horizon from its logged params (:func:`simlab.harness.config.effective_horizon`)."""
     try:
-        return effective_horizon(
-            int(row["window"]),
-            float(row["frac"]),
-            int(row["max_compactions"]),
-            str(row["trigger"]),
-            None if row["t_comp"] is None else int(row["t_comp"]),
-        )
+        return float(effective_horizon(
+            window=int(row["window"]),
+            frac=float(row["frac"]),
+            max_compactions=int(row["max_compactions"]),
+            trigger=str(row["trigger"]),
+            t_comp=None if row["t_comp"] is None else int(row["t_comp"]),
+        ))
     except (TypeError, ValueError):  # a param not logged: the horizon is unknown, never guessed
         return None
 
@@ -272,11 +201,39 @@ def _assemble(
     latest: pl.DataFrame,
     history: pl.DataFrame | None,
 ) -> SweepRuns:
-    t = _wide(tags, {**TAGS, "mlflow.runName": "tag_run_name"}, runs)
+    """One row per trial run (variant, seed, evaluation size, horizons, both success rates) in grid
+    order, the parent run, and the finished runs' histories joined with their variant and seed."""
+    t = _wide(tags, {**TAGS, names.RUN_NAME_TAG: "tag_run_name"}, runs)
     p = _wide(params, PARAMS, runs)
     frame = runs.join(t, on="run_id", how="left").join(p, on="run_id", how="left")
     parents = frame.filter(pl.col("role") == "parent").sort("start_time")
-    trials = frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent"))
+    trials = _trial_rows(frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent")), latest)
+    if trials.filter(pl.col("status") == "FINISHED").height == 0:
+        statuses = trials.get_column("status").value_counts(sort=True).rows()
+        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
+        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
+    columns = ["run_id", "status", "trial", "variant", "seed", "episodes", "horizon_compacted",
+               "horizon_single_window", *EVALUATIONS]
+    parent = parents.row(0, named=True) if parents.height else None
+    finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
+    hist = None
+    if history is not None:
+        hist = history.filter(pl.col("run_id").is_in(finished_ids.implode())).join(
+            trials.select("run_id", "variant", "seed", "episodes"), on="run_id", how="left"
+        )
+    return SweepRuns(
+        experiment=experiment,
+        experiment_id=eid,
+        parent_run_id=None if parent is None else parent["run_id"],
+        baseline_hint=None if parent is None else parent["baseline"],
+        runs=trials.select(columns),
+        history=hist,
+    )
+
+
+def _trial_rows(trials: pl.DataFrame, latest: pl.DataFrame) -> pl.DataFrame:
+    """The trial runs with both evaluations' latest rates, their variant, typed columns and horizons,
+    in grid order (the runner enqueues cells in spec order, so trial numbers follow it)."""
     # the latest value of each evaluation metric; the runner's final/ copy wins where it exists
     values = latest.with_columns(
         pl.when(pl.col("is_nan")).then(None).otherwise(pl.col("value")).alias("value"),
@@ -307,38 +264,7 @@ def _assemble(
         pl.Series("horizon_compacted", horizons, dtype=pl.Float64),
         pl.col("window").cast(pl.Float64, strict=False).alias("horizon_single_window"),
     )
-    # grid order: the runner enqueues cells in spec order, so trial numbers follow it
-    trials = trials.sort(["trial", "start_time"], nulls_last=True)
-    if trials.filter(pl.col("status") == "FINISHED").height == 0:
-        statuses = trials.get_column("status").value_counts(sort=True).rows()
-        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
-        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
-    columns = [
-        "run_id",
-        "status",
-        "trial",
-        "variant",
-        "seed",
-        "episodes",
-        "horizon_compacted",
-        "horizon_single_window",
-        *EVALUATIONS,
-    ]
-    parent = parents.row(0, named=True) if parents.height else None
-    finished_ids = trials.filter(pl.col("status") == "FINISHED").get_column("run_id")
-    hist = None
-    if history is not None:
-        hist = history.filter(pl.col("run_id").is_in(finished_ids.implode())).join(
-            trials.select("run_id", "variant", "seed", "episodes"), on="run_id", how="left"
-        )
-    return SweepRuns(
-        experiment=experiment,
-        experiment_id=eid,
-        parent_run_id=None if parent is None else parent["run_id"],
-        baseline_hint=None if parent is None else parent["baseline"],
-        runs=trials.select(columns),
-        history=hist,
-    )
+    return trials.sort(["trial", "start_time"], nulls_last=True)
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -395,6 +321,16 @@ def _same(a: str | None, b: str) -> bool:
     return a is not None and a.lower() == b.lower()
 
 
+PUBLISHED_SCHEMA = {
+    "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
+    "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
+    "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
+    "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "same_direction": pl.Boolean,
+    "reproduces_direction": pl.Boolean, "verdict": pl.String,
+}
+"""The columns of :func:`against_published`."""
+
+
 def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.DataFrame:
     """Each published ablation beside every pair of this sweep's variants that differ only in its
     setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
@@ -410,22 +346,11 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
     for ab in ablation_table().iter_rows(named=True):
         axis = ab["axis"]
         published = {
-            "ablation": ab["id"],
-            "claim": ab["claim"],
-            "axis": axis,
-            "full_setting": ab["full_setting"],
-            "ablated_setting": ab["ablated_setting"],
-            "published_difference": ab["difference"],
+            "ablation": ab["id"], "claim": ab["claim"], "axis": axis, "full_setting": ab["full_setting"],
+            "ablated_setting": ab["ablated_setting"], "published_difference": ab["difference"],
             "published_sigma": ab["sigma"],
         }
-        pairs = [
-            (f, a)
-            for f, sf in settings.items()
-            for a, sa in settings.items()
-            if _same(sf.get(axis), ab["full_setting"])
-            and _same(sa.get(axis), ab["ablated_setting"])
-            and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
-        ]
+        pairs = _ablation_pairs(settings, axis, ab["full_setting"], ab["ablated_setting"])
         if not pairs:
             values = sorted({s[axis] for s in settings.values() if axis in s})
             why = f"takes only {', '.join(values)}" if values else "is not varied"
@@ -433,41 +358,39 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
         for f, a in pairs:
             row = published | {"full_variant": f, "ablated_variant": a}
             if f in estimate and a in estimate:
-                d = stats.difference(estimate[a], estimate[f])
-                ratio = None
-                if horizon[f] is not None and horizon[a] is not None:
-                    ratio = stats.like_for_like(horizon[a], horizon[f]).ratio
-                row |= {
-                    "difference": d.difference,
-                    "se": d.se,
-                    "sigma": d.sigma,
-                    "horizon_ratio": ratio,
-                    "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
-                    **_direction(d.difference, d.sigma, ab["difference"]),
-                }
+                row |= _pair_difference(estimate[f], estimate[a], horizon[f], horizon[a], ab["difference"])
             else:
                 row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
             out.append(row)
-    schema = {
-        "ablation": pl.String,
-        "claim": pl.String,
-        "axis": pl.String,
-        "full_setting": pl.String,
-        "ablated_setting": pl.String,
-        "published_difference": pl.Float64,
-        "published_sigma": pl.Float64,
-        "full_variant": pl.String,
-        "ablated_variant": pl.String,
-        "difference": pl.Float64,
-        "se": pl.Float64,
-        "sigma": pl.Float64,
-        "horizon_ratio": pl.Float64,
-        "like_for_like": pl.Boolean,
-        "same_direction": pl.Boolean,
-        "reproduces_direction": pl.Boolean,
-        "verdict": pl.String,
+    return pl.DataFrame(out, schema=PUBLISHED_SCHEMA)
+
+
+def _ablation_pairs(settings: dict[str, dict[str, str]], axis: str, full: str, ablated: str) -> list[tuple[str, str]]:
+    """(full variant, ablated variant) pairs that differ only in ``axis``, set to ``full`` and ``ablated``."""
+    return [
+        (f, a)
+        for f, sf in settings.items()
+        for a, sa in settings.items()
+        if _same(sf.get(axis), full)
+        and _same(sa.get(axis), ablated)
+        and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
+    ]
+
+
+def _pair_difference(
+    full: stats.MeanSE, ablated: stats.MeanSE, h_full: float | None, h_ablated: float | None, published: float
+) -> dict[str, Any]:
+    """ablated - full with its SE and sigma, the horizon ratio, and the verdict against ``published``."""
+    d = stats.difference(ablated, full)
+    ratio = None if h_full is None or h_ablated is None else stats.like_for_like(h_ablated, h_full).ratio
+    return {
+        "difference": d.difference,
+        "se": d.se,
+        "sigma": d.sigma,
+        "horizon_ratio": ratio,
+        "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
+        **_direction(d.difference, d.sigma, published),
     }
-    return pl.DataFrame(out, schema=schema)
 
 
 def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
@@ -532,7 +455,9 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
 
 
 def _eval_health_keys() -> list[str]:
-    return [f"eval/{name}/{suffix}" for name in EVALUATIONS for _, suffix, _ in EVAL_HEALTH.values()]
+    """``eval/<evaluation>/<suffix>`` of every :data:`EVAL_HEALTH` quantity in both evaluations."""
+    suffixes = [suffix for _, suffix, _ in EVAL_HEALTH.values()]
+    return [names.metric(prefix, suffix) for prefix in names.EVALUATIONS.values() for suffix in suffixes]
 
 
 def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
@@ -550,7 +475,8 @@ def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
         for name in EVALUATIONS:
             row: dict[str, Any] = {"variant": variant, "evaluation": name}
             for field, (_, suffix, _) in EVAL_HEALTH.items():
-                values = final.filter((pl.col("variant") == variant) & (pl.col("key") == f"eval/{name}/{suffix}"))
+                key = names.metric(names.EVALUATIONS[name], suffix)
+                values = final.filter((pl.col("variant") == variant) & (pl.col("key") == key))
                 v = values.get_column("value").to_numpy()
                 m = stats.mean_se(v) if v.size else None
                 row[field] = None if m is None else m.mean
@@ -560,6 +486,7 @@ def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
 
 
 def evaluation_markdown(table: pl.DataFrame) -> str:
+    """The evaluation table as a Markdown section with its explanation."""
     headers = ["Variant", "Evaluation", *(label for label, _, _ in EVAL_HEALTH.values())]
     rows = [
         [r["variant"], r["evaluation"].replace("_", "-"),
@@ -582,6 +509,7 @@ def _mean_se_text(mean: float | None, se: float | None, scale: float, fmt: str) 
 
 
 def credit_markdown(credit: pl.DataFrame) -> str:
+    """The credit-health table as a Markdown section with its explanation."""
     headers = ["Variant", "Seeds", "K SD in group", "corr(K, R) in group", "Longer rollouts' weight share (%)",
                "Their token share (%)", "Excess weight (points)", "Baseline shift",
                "Adv. error, pre-final segments (rel. L2)"]
@@ -631,14 +559,42 @@ def _interval(low: float | None, high: float | None, fmt: str = ".1f") -> str:
     return "n/a" if low is None or high is None else f"[{format(low, fmt)}, {format(high, fmt)}]"
 
 
+VARIANT_HEADERS = ["Rank", "Variant", "H", "Seeds", "Missing", "Unfinished", "Mean", "IQM", "95% CI", "SE", "Diff",
+                   "Diff 95% CI", "SE diff", "SE from", "Sigma", "Power", "Like-for-like"]
+PUBLISHED_HEADERS = ["Published ablation", "Published", "Pub. sigma", "Simlab full -> ablated", "Diff", "SE", "Sigma",
+                     "Like-for-like", "Direction"]
+
+
 def to_markdown(
     sweep: SweepRuns, table: pl.DataFrame, published: pl.DataFrame | None = None, effect: float = 5.0
 ) -> str:
-    """The report as Markdown: one table per evaluation configuration, then the published ablations."""
+    """The report as Markdown: one table per evaluation configuration, what the evaluations saw, the
+    credit health, then the published ablations."""
     baseline = table.get_column("baseline")[0]
+    parts = [_preamble(sweep, baseline, effect)]
+    for name, key in EVALUATIONS.items():
+        ranked = table.filter(pl.col("evaluation") == name).sort("rank", nulls_last=True, maintain_order=True)
+        rows = [_variant_row(r, r["variant"] == baseline, effect) for r in ranked.iter_rows(named=True)]
+        parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(VARIANT_HEADERS, rows)}")
+    evaluations = evaluation_table(sweep)
+    if evaluations is not None:
+        parts.append(evaluation_markdown(evaluations))
+    credit = credit_table(sweep)
+    if credit is not None:
+        parts.append(credit_markdown(credit))
+    if published is not None:
+        rows = [_published_row(r) for r in published.iter_rows(named=True)]
+        parts.append(
+            "### Against the published ablations (ablated - full, compacted success, points)\n\n"
+            + markdown_table(PUBLISHED_HEADERS, rows)
+        )
+    return "\n".join(parts)
+
+
+def _preamble(sweep: SweepRuns, baseline: str, effect: float) -> str:
     total = sweep.runs.height
     finished = sweep.runs.filter(pl.col("status") == "FINISHED").height
-    parts = [
+    return (
         f"## simlab report: {sweep.experiment}\n\n"
         f"{finished} of {total} trial runs finished; {len(sweep.variants)} variants; baseline `{baseline}`. "
         f"Means and SEs in points over seeds; a mean's SE is max(binomial, seed spread). IQM is the interquartile "
@@ -648,93 +604,48 @@ def to_markdown(
         f"Power gives the minimum detectable effect at {stats.TIE_SIGMA:g} sigma and the seeds a "
         f"{effect:g}-point effect needs (`--effect`). H = L x (S+1) (W without summaries); a difference across "
         f"different H is not like-for-like.\n"
+    )
+
+
+def _variant_row(r: dict[str, Any], is_base: bool, effect: float) -> list[str]:
+    own = [
+        _num(r["rank"], "d"),
+        r["variant"] + (" (baseline)" if is_base else ""),
+        _num(r["horizon"], "g"),
+        str(r["seeds"]),
+        str(r["missing"]),
+        str(r["unfinished"]),
+        _num(r["mean"], ".1f"),
+        _num(r["iqm"], ".1f"),
+        _interval(r["ci_low"], r["ci_high"]),
+        _num(r["se"], ".1f") + (f" ({r['dominant']})" if r["dominant"] else ""),
     ]
-    headers = [
-        "Rank",
-        "Variant",
-        "H",
-        "Seeds",
-        "Missing",
-        "Unfinished",
-        "Mean",
-        "IQM",
-        "95% CI",
-        "SE",
-        "Diff",
-        "Diff 95% CI",
-        "SE diff",
-        "SE from",
-        "Sigma",
-        "Power",
-        "Like-for-like",
+    if is_base:
+        return [*own, *["-"] * 7]
+    return [
+        *own,
+        _num(r["difference"], "+.1f"),
+        _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
+        _num(r["se_difference"], ".1f"),
+        _se_from(r),
+        _num(r["sigma"], "+.2f"),
+        _power(r, effect),
+        like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
     ]
-    for name, key in EVALUATIONS.items():
-        rows = []
-        for r in (
-            table.filter(pl.col("evaluation") == name)
-            .sort("rank", nulls_last=True, maintain_order=True)
-            .iter_rows(named=True)
-        ):
-            is_base = r["variant"] == baseline
-            rows.append(
-                [
-                    _num(r["rank"], "d"),
-                    r["variant"] + (" (baseline)" if is_base else ""),
-                    _num(r["horizon"], "g"),
-                    str(r["seeds"]),
-                    str(r["missing"]),
-                    str(r["unfinished"]),
-                    _num(r["mean"], ".1f"),
-                    _num(r["iqm"], ".1f"),
-                    _interval(r["ci_low"], r["ci_high"]),
-                    _num(r["se"], ".1f") + (f" ({r['dominant']})" if r["dominant"] else ""),
-                    "-" if is_base else _num(r["difference"], "+.1f"),
-                    "-" if is_base else _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
-                    "-" if is_base else _num(r["se_difference"], ".1f"),
-                    "-" if is_base else _se_from(r),
-                    "-" if is_base else _num(r["sigma"], "+.2f"),
-                    "-" if is_base else _power(r, effect),
-                    "-" if is_base else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
-                ]
-            )
-        parts.append(f"### {name.replace('_', '-')} success (`{key}`)\n\n{markdown_table(headers, rows)}")
-    evaluations = evaluation_table(sweep)
-    if evaluations is not None:
-        parts.append(evaluation_markdown(evaluations))
-    credit = credit_table(sweep)
-    if credit is not None:
-        parts.append(credit_markdown(credit))
-    if published is not None:
-        headers = [
-            "Published ablation",
-            "Published",
-            "Pub. sigma",
-            "Simlab full -> ablated",
-            "Diff",
-            "SE",
-            "Sigma",
-            "Like-for-like",
-            "Direction",
-        ]
-        rows = [
-            [
-                r["claim"] or r["ablation"],
-                _num(r["published_difference"], "+.1f"),
-                _num(r["published_sigma"], "+.2f"),
-                _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
-                _num(r["difference"], "+.1f"),
-                _num(r["se"], ".1f"),
-                _num(r["sigma"], "+.2f"),
-                "-" if r["difference"] is None else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
-                r["verdict"],
-            ]
-            for r in published.iter_rows(named=True)
-        ]
-        parts.append(
-            "### Against the published ablations (ablated - full, compacted success, points)\n\n"
-            + markdown_table(headers, rows)
-        )
-    return "\n".join(parts)
+
+
+def _published_row(r: dict[str, Any]) -> list[str]:
+    return [
+        r["claim"] or r["ablation"],
+        _num(r["published_difference"], "+.1f"),
+        _num(r["published_sigma"], "+.2f"),
+        _pair(r["full_variant"], r["ablated_variant"], r["axis"]),
+        _num(r["difference"], "+.1f"),
+        _num(r["se"], ".1f"),
+        _num(r["sigma"], "+.2f"),
+        "-" if r["difference"] is None else like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
+        r["verdict"],
+    ]
 
 
 def _pair(full: str | None, ablated: str | None, axis: str) -> str:
@@ -888,7 +799,7 @@ def compaction_health_png(sweep: SweepRuns, path: Path) -> Path | None:
 def write_figures(sweep: SweepRuns, folder: Path) -> tuple[list[Path], list[str]]:
     """(figures written, why each other one was not): a figure with no data is skipped and said so."""
     if sweep.history is None:
-        return [], [f"{f}: this store gives no metric histories (not a local sqlite store)" for f in FIGURES]
+        return [], [f"{f}: no metric histories were read" for f in FIGURES]
     written, skipped = [], []
     for name, draw in zip(FIGURES, (learning_curves_png, segment_counts_png, compaction_health_png), strict=True):
         path = draw(sweep, folder / name)
@@ -902,6 +813,8 @@ def write_figures(sweep: SweepRuns, folder: Path) -> tuple[list[Path], list[str]
 # ------------------------------------------------------------------------------------ the report
 @dataclass(frozen=True)
 class Report:
+    """A written report: the runs it read, its tables, its Markdown, the files written and skipped."""
+
     sweep: SweepRuns
     table: pl.DataFrame
     published: pl.DataFrame | None

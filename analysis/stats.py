@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
@@ -181,6 +180,7 @@ class Difference:
 
     @property
     def sigma(self) -> float:
+        """difference / se (NaN when the SE is 0 or unknown)."""
         return significance(self.difference, self.se)
 
 
@@ -314,12 +314,14 @@ def describe_sigma(sigma: float) -> str:
 
 # ------------------------------------------------------------------------------ like for like
 def effective_horizon(working_context: float, max_compactions: int) -> float:
-    """H = L x (S + 1): the most context a rollout can use with S compactions of an L-token window."""
-    if isinstance(working_context, bool) or not isinstance(working_context, Real) or not working_context > 0:
-        raise ValueError(f"`working_context={working_context!r}` is invalid; choose a length > 0")
-    if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
-        raise ValueError(f"`max_compactions={max_compactions!r}` is invalid; choose an integer >= 0")
-    return float(working_context) * (max_compactions + 1)
+    """H = L x (S + 1) for a published setting given as its working context L and S: the harness's own
+    formula (:func:`simlab.harness.config.horizon`), with the inputs checked."""
+    from simlab.harness.config import horizon
+    from simlab.schema import POSITIVE, IntIn, check_value
+
+    check_value("working_context", working_context, POSITIVE)
+    check_value("max_compactions", max_compactions, IntIn(0))
+    return float(horizon(float(working_context), max_compactions))
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,7 @@ class LikeForLike:
 
     @property
     def matched(self) -> bool:
+        """Whether the horizons match (ratio 1 up to rounding)."""
         return math.isclose(self.ratio, 1.0, rel_tol=1e-9)
 
 
@@ -495,60 +498,13 @@ def against_baseline(
     if baseline not in names:
         raise ValueError(f"`baseline={baseline!r}` is invalid; choose one of {names}")
     seeds_of = _per_seed(per_seed, variant, seed, rate) if per_seed is not None else {}
-
-    def estimate(row: dict[str, Any]) -> MeanSE | None:
-        if row["mean"] is None:
-            return None
-        return MeanSE(**{k: row[k] for k in ("mean", "se", "se_binomial", "se_seeds", "seeds", "episodes")})
-
     rows = summary.to_dicts()
     base_row = rows[names.index(baseline)]
-    base = estimate(base_row)
-    measured = [i for i, r in enumerate(rows) if r["mean"] is not None]
-    pair_se = np.full((len(measured), len(measured)), np.nan)
-    for a, i in enumerate(measured):
-        for b, j in enumerate(measured):
-            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {})) if a != b else None
-            if got is not None:
-                pair_se[a, b] = got[0].se
-    ranks = rank_with_ties(
-        [rows[i]["mean"] for i in measured],
-        [rows[i]["se"] for i in measured],
-        higher_is_better=higher_is_better,
-        pair_se=pair_se,
-    )
-    rank_of = dict(zip(measured, ranks.tolist(), strict=True))
+    rank_of = _tie_aware_ranks(rows, names, seeds_of, higher_is_better)
     extra = []
     for i, row in enumerate(rows):
-        est = estimate(row)
         paired = _paired(seeds_of.get(names[i], {}), seeds_of.get(baseline, {})) if names[i] != baseline else None
-        d = paired[0] if paired else (difference(est, base) if est is not None and base is not None else None)
-        ci = bootstrap_ci(paired[1]) if paired else (None, None)
-        n = len(paired[1]) if paired else min(row["seeds"] or 0, base_row["seeds"] or 0)
-        horizons: dict[str, object] = {}
-        if horizon:
-            known = row[horizon] is not None and base_row[horizon] is not None
-            ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio if known else None
-            horizons = {
-                "horizon_ratio": ratio,
-                "like_for_like": None if ratio is None else LikeForLike(ratio).matched,
-            }
-        se_ok = d is not None and math.isfinite(d.se)
-        extra.append(
-            {
-                "difference": None if d is None else d.difference,
-                "se_difference": None if d is None else d.se,
-                "sigma": None if d is None else d.sigma,
-                "dominant_difference": None if d is None else d.dominant,
-                "pairs": len(paired[1]) if paired else 0,
-                "diff_ci_low": ci[0],
-                "diff_ci_high": ci[1],
-                "mde": min_detectable_effect(d.se) if se_ok and d is not None else None,
-                "seeds_needed": seeds_needed(d.se, n, effect) if se_ok and d is not None and n else None,
-                **horizons,
-                "rank": rank_of.get(i),
-            }
-        )
+        extra.append(_comparison(row, base_row, paired, horizon, effect) | {"rank": rank_of.get(i)})
     schema = {
         "difference": pl.Float64,
         "se_difference": pl.Float64,
@@ -563,3 +519,64 @@ def against_baseline(
         "rank": pl.Int64,
     }
     return pl.concat([summary, pl.DataFrame(extra, schema=schema)], how="horizontal")
+
+
+def _estimate(row: dict[str, Any]) -> MeanSE | None:
+    """A summary row's mean and SE, ``None`` for a variant with no measured seed."""
+    if row["mean"] is None:
+        return None
+    return MeanSE(**{k: row[k] for k in ("mean", "se", "se_binomial", "se_seeds", "seeds", "episodes")})
+
+
+def _tie_aware_ranks(
+    rows: list[dict[str, Any]], names: list[Any], seeds_of: dict[Any, dict[Any, float]], higher_is_better: bool
+) -> dict[int, int]:
+    """Row index -> rank among the measured variants, with paired SEs between arms where they exist."""
+    measured = [i for i, r in enumerate(rows) if r["mean"] is not None]
+    pair_se = np.full((len(measured), len(measured)), np.nan)
+    for a, i in enumerate(measured):
+        for b, j in enumerate(measured):
+            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {})) if a != b else None
+            if got is not None:
+                pair_se[a, b] = got[0].se
+    ranks = rank_with_ties(
+        [rows[i]["mean"] for i in measured],
+        [rows[i]["se"] for i in measured],
+        higher_is_better=higher_is_better,
+        pair_se=pair_se,
+    )
+    return dict(zip(measured, ranks.tolist(), strict=True))
+
+
+def _comparison(
+    row: dict[str, Any],
+    base_row: dict[str, Any],
+    paired: tuple[Difference, npt.NDArray[np.float64]] | None,
+    horizon: str | None,
+    effect: float,
+) -> dict[str, Any]:
+    """One variant against the baseline: the difference (paired by seed when ``paired``), its interval,
+    power, and whether the horizons match."""
+    est, base = _estimate(row), _estimate(base_row)
+    d = paired[0] if paired else (difference(est, base) if est is not None and base is not None else None)
+    ci = bootstrap_ci(paired[1]) if paired else (None, None)
+    n = len(paired[1]) if paired else min(row["seeds"] or 0, base_row["seeds"] or 0)
+    horizons: dict[str, object] = {}
+    if horizon:
+        known = row[horizon] is not None and base_row[horizon] is not None
+        ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio if known else None
+        horizons = {"horizon_ratio": ratio, "like_for_like": None if ratio is None else LikeForLike(ratio).matched}
+    se_ok = d is not None and math.isfinite(d.se)
+    return {
+        "difference": None if d is None else d.difference,
+        "se_difference": None if d is None else d.se,
+        "sigma": None if d is None else d.sigma,
+        "dominant_difference": None if d is None else d.dominant,
+        "pairs": len(paired[1]) if paired else 0,
+        "diff_ci_low": ci[0],
+        "diff_ci_high": ci[1],
+        "mde": min_detectable_effect(d.se) if se_ok and d is not None else None,
+        "seeds_needed": seeds_needed(d.se, n, effect) if se_ok and d is not None and n else None,
+        **horizons,
+    }
+

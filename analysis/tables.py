@@ -13,9 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-
-class OutputDirError(ValueError):
-    """The output folder does not exist or cannot be written."""
+from simlab.errors import OutputDirError
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

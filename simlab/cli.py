@@ -5,13 +5,18 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import functools
+import inspect as inspect_module
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+
+from simlab.errors import ConfigError, TrainingDiverged
 
 app = typer.Typer(
     name="simlab",
@@ -27,10 +32,50 @@ def _root() -> None:
     """simlab: segmented rollouts, every published credit-assignment choice, sweeps and analysis."""
 
 
-def fail(message: str) -> typer.Exit:
-    """Print a bad-input message and return the exit-2 exception to raise."""
-    typer.echo(f"error: {message}", err=True)
+def fail(message: str | Exception) -> typer.Exit:
+    """Print a bad-input message (one line) and return the exit-2 exception to raise."""
+    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
     return typer.Exit(code=2)
+
+
+HARNESS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "trigger": (), "window": (), "frac": (), "t_comp": (), "chunk_steps": (), "summary_tokens": ("-m",),
+    "tail_steps": ("-k",), "max_compactions": ("-S",), "max_steps": ("-H",), "discard": (), "summariser": (),
+}
+"""The harness settings ``simlab inspect`` takes as options (with their short names): named, typed and
+documented by :class:`~simlab.harness.config.HarnessConfig` itself, never declared again here."""
+
+
+def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` one option per harness setting in :data:`HARNESS_OPTIONS`; the command receives
+    the ones given as ``harness`` (a dict), unchecked: the config layer checks them by key path."""
+    import typing
+
+    from simlab.harness.config import HarnessConfig
+
+    types = typing.get_type_hints(HarnessConfig)  # int, float, bool or str: the rules are Annotated extras
+    extra = []
+    for name, short in HARNESS_OPTIONS.items():
+        info = HarnessConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
+        flag = f"--{name.replace('_', '-')}"
+        decls = (f"{flag}/--no-{name.replace('_', '-')}",) if types[name] is bool else (flag, *short)
+        hint: Any = types[name]
+        annotation = hint | None  # typer reads the annotation at run time
+        help_text = (info.description or "").split("\n")[0]
+        extra.append(inspect_module.Parameter(name, inspect_module.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                              default=typer.Option(None, *decls, help=help_text)))
+    signature = inspect_module.signature(command)
+    params = [p for p in signature.parameters.values() if p.name != "harness"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        harness = {k: kwargs.pop(k) for k in HARNESS_OPTIONS if kwargs.get(k) is not None}
+        for k in HARNESS_OPTIONS:
+            kwargs.pop(k, None)
+        command(harness=harness, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+    return wrapper
 
 
 @app.command()
@@ -52,9 +97,9 @@ def audit(
     ] = None,
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
-    from simlab.analysis.audit import AuditDataError, load_published, to_markdown
     from simlab.analysis.audit import audit as run_audit
-    from simlab.analysis.tables import OutputDirError, check_output_dir, write_tables
+    from simlab.analysis.audit import load_published, to_markdown
+    from simlab.analysis.tables import check_output_dir, write_tables
 
     try:
         if out is not None:
@@ -63,7 +108,7 @@ def audit(
         markdown = to_markdown(frame)
         if out is not None:
             write_tables(frame, markdown, out, "audit")
-    except (AuditDataError, OutputDirError) as exc:
+    except ConfigError as exc:  # AuditDataError, OutputDirError
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
 def _json_safe(value: Any) -> Any:
@@ -79,10 +124,10 @@ def _json_safe(value: Any) -> Any:
 
 
 @app.command()
+@_with_harness_options
 def inspect(
     task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
     agent: str = typer.Option("scripted", help="Reference agent: oracle, scripted or random."),
-    trigger: Optional[str] = typer.Option(None, help="Compaction trigger (default: threshold)."),  # noqa: UP045
     episodes: int = typer.Option(512, help="Rollouts to run."),
     batch: int = typer.Option(256, help="Environments per batch."),
     quality: float = typer.Option(0.7, help="Summary quality q of the scripted agent, in [0, 1]."),
@@ -90,58 +135,31 @@ def inspect(
     group_size: int = typer.Option(
         8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
     ),
-    window: Optional[int] = typer.Option(None, help="W, the working window."),  # noqa: UP045
-    frac: Optional[float] = typer.Option(None, help="L = frac * W."),  # noqa: UP045
-    t_comp: Optional[int] = typer.Option(None, help="budget trigger: compact when W - context < t_comp."),  # noqa: UP045
-    chunk_steps: Optional[int] = typer.Option(None, help="chunked trigger: steps per chunk."),  # noqa: UP045
-    summary_tokens: Optional[int] = typer.Option(None, "--summary-tokens", "-m", help="m, summary length."),  # noqa: UP045
-    tail_steps: Optional[int] = typer.Option(None, "--tail-steps", "-k", help="k, verbatim tail steps."),  # noqa: UP045
-    max_compactions: Optional[int] = typer.Option(None, "--max-compactions", "-S", help="S."),  # noqa: UP045
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", "-H", help="H."),  # noqa: UP045
-    discard: Optional[bool] = typer.Option(None, "--discard/--no-discard", help="SUPO discard rule."),  # noqa: UP045
-    summariser: Optional[str] = typer.Option(None, help="self, none, or a reference agent name."),  # noqa: UP045
-    set_: list[str] = typer.Option([], "--set", help="Task field override KEY=VALUE (repeatable)."),  # noqa: B008
+    set_: list[str] = typer.Option(  # noqa: B008
+        [], "--set", help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
+    ),
     vs_sliding: bool = typer.Option(
         False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
+    *,
+    harness: dict[str, Any],
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
-
     from tqdm import tqdm
 
-    from simlab.config import parse_value
     from simlab.harness.stats import format_stats, inspect_preset
 
-    harness = {
-        k: v
-        for k, v in dict(
-            trigger=trigger,
-            window=window,
-            frac=frac,
-            t_comp=t_comp,
-            chunk_steps=chunk_steps,
-            summary_tokens=summary_tokens,
-            tail_steps=tail_steps,
-            max_compactions=max_compactions,
-            max_steps=max_steps,
-            discard=discard,
-            summariser=summariser,
-        ).items()
-        if v is not None
-    }
-    overrides: dict[str, Any] = {}
-    for item in set_:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise fail(f"`--set {item!r}` is invalid; use KEY=VALUE, e.g. --set noise=0.1")
-        overrides[key.strip()] = parse_value(value.strip())
+    try:
+        task_overrides, harness = _inspect_overrides(set_, harness)
+    except ConfigError as exc:
+        raise fail(exc) from None
     runs = 2 if vs_sliding else 1
     bar = tqdm(
         total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
     )
     common: dict[str, Any] = dict(
-        episodes=episodes, batch=batch, seed=seed, quality=quality, group_size=group_size, task=overrides,
+        episodes=episodes, batch=batch, seed=seed, quality=quality, group_size=group_size, task=task_overrides,
         progress=bar.update
     )
     try:
@@ -150,8 +168,8 @@ def inspect(
             base = inspect_preset(task, agent, harness={**harness, "trigger": "sliding"}, **common)
             stats["sliding_success_rate"] = base["success_rate"]
             stats["summary_gap"] = stats["success_rate"] - base["success_rate"]
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    except ValueError as exc:  # a ConfigError, or an agent's own check (quality)
+        raise fail(exc) from None
     finally:
         bar.close()
     if as_json:
@@ -166,6 +184,25 @@ def inspect(
             )
 
 
+def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set`` items of ``inspect`` (the run config's grammar): a bare key or ``task.KEY`` is a task field,
+    ``harness.KEY`` a harness setting (which wins over the option of the same name)."""
+    from simlab.schema import parse_overrides
+
+    task: dict[str, Any] = {}
+    harness = dict(harness)
+    for key, value in parse_overrides(items).items():
+        section, _, name = key.rpartition(".")
+        if section in ("", "task"):
+            task[name] = value
+        elif section == "harness":
+            harness[name] = value
+        else:
+            raise ConfigError(f"`--set {key}=...` is invalid; use a task field (noise, task.noise) or harness.KEY",
+                              key="--set", value=key, allowed="use task.KEY or harness.KEY")
+    return task, harness
+
+
 @app.command()
 def train(
     config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
@@ -174,21 +211,14 @@ def train(
     store: Annotated[Path, typer.Option(help="Local store: base checkpoints and run folders.")] = Path("mlruns"),
 ) -> None:
     """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
-    import time
-
-    from simlab.config import apply_overrides, load, parse_overrides, resolve
     from simlab.sinks import JsonlSink
-    from simlab.train import TrainingDiverged
     from simlab.train import train as run_training
 
     try:
-        cfg = load(config, set_) if config is not None else resolve(apply_overrides({}, parse_overrides(set_)))
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
-    if folder.exists() and any(folder.iterdir()):
-        raise fail(f"`--out {folder}` is invalid; the folder exists and is not empty (no earlier run is overwritten)")
-    sink = JsonlSink(folder)
+        cfg, folder = _check_train(config, set_, out, store)
+    except ConfigError as exc:
+        raise fail(exc) from None
+    sink = JsonlSink(folder)  # the first write: every input was checked above
     typer.echo(f"run folder: {folder}")
     try:
         final = run_training(cfg, sink, store=store, progress=True, out_dir=folder)
@@ -199,6 +229,25 @@ def train(
     sink.close("FINISHED")
     for key in sorted(final):
         typer.echo(f"{key:<40} {final[key]:.4f}")
+
+
+def _check_train(config: Path | None, items: list[str], out: Path | None, store: Path) -> tuple[Any, Path]:
+    """The resolved config and the run folder, every input checked before anything is written."""
+    import time
+
+    from simlab.config import apply_overrides, load, parse_overrides, resolve
+    from simlab.stores import check_folder_target
+    from simlab.train import device_of
+
+    cfg = load(config, items) if config is not None else resolve(apply_overrides({}, parse_overrides(items)))
+    check_folder_target(store, "--store")
+    folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
+    check_folder_target(folder, "--out")
+    if folder.is_dir() and any(folder.iterdir()):
+        raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
+                                  "overwritten); give a new or empty folder")
+    device_of(cfg)  # `device='cuda'` on a machine without one
+    return cfg, folder
 
 
 SpecArg = Annotated[
@@ -243,20 +292,18 @@ def sweep(
     heartbeat: HeartbeatOpt = 10,
 ) -> None:
     """Run (or resume) a sweep: every missing grid cell x seed, trials in worker processes, runs in MLflow."""
-    from simlab.stores import StoreError
-    from simlab.sweep import BackendError, SpecError
-
     try:
         parsed = _open_spec(spec, storage, tracking_uri)
         from simlab.sweep.runner import run_sweep
 
         result = run_sweep(parsed, workers=workers, storage=storage, tracking_uri=tracking_uri, backend=trial,
                            progress=progress, echo=typer.echo, heartbeat=heartbeat)
-    except (SpecError, BackendError, StoreError) as exc:
-        raise fail(str(exc)) from exc
+    except ConfigError as exc:  # a bad spec, store or trial backend: nothing was written
+        raise fail(exc) from exc
     typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
-    if result.table is not None:
-        typer.echo(f"results table: {result.table} (and {result.table.with_suffix('.md')})")
+    table = _write_summary(parsed, result)
+    if table is not None:
+        typer.echo(f"results table: {table} (and {table.with_suffix('.md')})")
     _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"browse the runs with: simlab ui{ui_hint}")
@@ -271,25 +318,43 @@ def worker(
     heartbeat: HeartbeatOpt = 10,
 ) -> None:
     """Join a sweep from any machine (creating it if new) and run its trials until every cell is finished."""
-    from simlab.stores import StoreError
-    from simlab.sweep import BackendError, SpecError
-
     try:
         parsed = _open_spec(spec, storage, tracking_uri)
         from simlab.sweep.worker import run_worker
 
         result = run_worker(parsed, storage=storage, tracking_uri=tracking_uri, backend=trial,
                             heartbeat=heartbeat, echo=typer.echo)
-    except (SpecError, BackendError, StoreError) as exc:
-        raise fail(str(exc)) from exc
+    except ConfigError as exc:  # a bad spec, store or trial backend: nothing was written
+        raise fail(exc) from exc
+    _write_summary(parsed, result)
     typer.echo(f"done: the grid is finished; this worker ran {result.ran} trial(s) in {result.wall_s:.1f} s")
     hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     typer.echo(f"report: simlab report {parsed.name}{hint}")
 
 
+def _write_summary(spec: Any, result: Any) -> Path | None:
+    """``summary.csv``/``.md`` beside the runner's ``trials.csv``, attached to the parent run; a failure
+    to write them is said, never raised (the trials are done and stored)."""
+    from simlab import tracking
+    from simlab.analysis.summary import write_summary
+
+    if result.table is None:
+        return None
+    try:
+        path = write_summary(result.table, sweep=spec.name, metric=spec.objective.metric,
+                             direction=spec.objective.direction)
+        store = tracking.Store(result.tracking_uri, None)
+        tracking.log_artifacts(store, result.parent_run_id, [path, path.with_suffix(".md")], "summary")
+    except (OSError, ValueError) as exc:
+        typer.echo(f"summary not written: {type(exc).__name__}: {exc}", err=True)
+        return None
+    return path
+
+
 def _print_report(experiment: str, tracking_uri: str) -> None:
     """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
-    from simlab.analysis.report import ReportError, build_report
+    from simlab.analysis.report import build_report
+    from simlab.errors import ReportError
 
     try:
         made = build_report(experiment, tracking_uri=tracking_uri)
@@ -338,7 +403,7 @@ def report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
             effect=effect,
         )
-    except ValueError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
     for why in made.skipped:
@@ -378,7 +443,7 @@ def findings(
             for path in fd.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
         found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
-    except ValueError as exc:  # FindingsError, a malformed --tracking-uri
+    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
 
@@ -396,15 +461,15 @@ def ui(
     import os
 
     from simlab import tracking
+    from simlab.schema import IntIn, check_value
 
-    if not 1 <= port <= 65535:
-        raise fail(f"`--port={port}` is invalid; choose an integer in [1, 65535]")
     try:
+        check_value("--port", port, IntIn(1, 65535))
+        check_value("--workers", workers, IntIn(1, 64))
         store = tracking.resolve_store(tracking_uri)
-    except ValueError as exc:
-        raise fail(str(exc)) from exc
-    if not tracking.port_free(host if host != "0.0.0.0" else "127.0.0.1", port):
-        raise fail(f"`--port={port}` is invalid; something already listens on {host}:{port}; choose another")
+        tracking.check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
+    except ConfigError as exc:
+        raise fail(exc) from exc
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: the MLflow UI has no authentication and will listen on {host}", err=True)
     tracking.prepare(store)
@@ -419,10 +484,11 @@ def ui(
 
 
 def main() -> None:
+    """The ``simlab`` console script."""
     try:
         app()
     except ValueError as exc:  # bad input that escaped a command's own handling
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
 
 

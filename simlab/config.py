@@ -1,4 +1,4 @@
-"""Run configuration: one frozen dataclass per section, resolved from layered settings in one place.
+"""Run configuration: one section per part of a run, resolved from layered settings in one place.
 
 A run is described by a nested mapping (a TOML file, a sweep cell, ``--set`` overrides) with sections
 ``task``, ``harness``, ``policy``, ``base``, ``train`` and ``eval`` plus top-level ``seed`` and
@@ -7,9 +7,12 @@ A run is described by a nested mapping (a TOML file, a sweep cell, ``--set`` ove
     section defaults < task preset (task, harness, policy, base, train) < recipe (harness, train)
     < the mapping itself
 
-and validates every value. Errors name the key path, the bad value and what is allowed, Optuna style:
-"`train.eps_low=0` is invalid; choose a value > 0". :func:`flatten` gives the ``{"section.key": value}``
-form that is logged as run params.
+Every section is checked when it is built (:mod:`simlab.schema`), and the settings a user gives are
+checked one by one before any preset or recipe arithmetic reads them. Errors name the key path, the
+bad value and what is allowed, Optuna style: "`train.eps_low=0` is invalid; choose a finite value > 0".
+When a recipe derives a bad value from a user's setting (supo's L = 0.95 W from ``harness.window``),
+the error names the user's setting. :func:`flatten` gives the ``{"section.key": value}`` form that is
+logged as run params.
 """
 
 from __future__ import annotations
@@ -17,146 +20,145 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import tomllib
-from dataclasses import dataclass, fields, is_dataclass
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS, estimator_family
+from simlab.errors import ConfigError
 from simlab.harness.agents import AGENTS
-from simlab.harness.config import HarnessConfig
+from simlab.harness.config import HarnessConfig, window_need
 from simlab.policy.model import PolicyConfig
-from simlab.recipes import RECIPES
-from simlab.tasks.config import ConfigError, TaskConfig, check_choice, check_float, check_int
-from simlab.tasks.presets import PRESETS, get_preset
+from simlab.recipes import RECIPES, Recipe
+from simlab.schema import (
+    BATCH_MAX,
+    Either,
+    FilePath,
+    Flag,
+    Instance,
+    IntIn,
+    Maybe,
+    NameIn,
+    OneOf,
+    RealIn,
+    Section,
+    check_value,
+    loggable,
+    parse_overrides,
+    parse_value,
+    plain,
+    read_toml,
+    section,
+    seed_rule,
+    set_path,
+)
+from simlab.schema import (
+    flatten as flatten_paths,
+)
+from simlab.tasks.config import TaskConfig
+from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
+DEFAULT_PRESET = "keyrecall-tiny"
+DEVICES = ("auto", "cpu", "cuda")
+
+Positive = Annotated[float, RealIn(0.0, lo_open=True)]
+"""A finite number > 0."""
+Unit = Annotated[float, RealIn(0.0, 1.0)]
+"""A number in [0, 1]."""
+UnitOpen = Annotated[float, RealIn(0.0, 1.0, lo_open=True)]
+"""A number in (0, 1]."""
 
 
-def _check_bool(path: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(f"`{path}={value!r}` is invalid; choose true or false")
-
-
-def _check_positive(path: str, value: Any) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    if not ok:
-        raise ConfigError(f"`{path}={value!r}` is invalid; choose a value > 0")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
+@section
+class TrainConfig(Section):
     """The RL recipe: algorithm, credit assignment, optimisation. Every field is a sweep axis."""
 
-    recipe: str = "supo"
+    SECTION = "train"
+
+    recipe: Annotated[str, NameIn(lambda: RECIPES)] = "supo"
     """Named defaults from ``simlab.recipes`` (supo, compactionrl, resum, autocompact, baselines)."""
-    algorithm: str = "auto"
+    algorithm: Annotated[str, OneOf(("auto", "grpo", "ppo"))] = "auto"
     """``grpo`` (group estimators, no critic) or ``ppo`` (GAE estimators with a critic); ``auto`` picks
     by the estimator's family, so a sweep over estimators switches algorithm with it."""
-    estimator: str = "rollout_group"
+    estimator: Annotated[str, NameIn(lambda: ESTIMATORS)] = "rollout_group"
     """Advantage estimator, a name in ``simlab.credit.ESTIMATORS``."""
-    normaliser: str = "token"
+    normaliser: Annotated[str, NameIn(lambda: NORMALISERS)] = "token"
     """Loss normaliser, a name (or verl alias) in ``simlab.credit.NORMALISERS``."""
-    overlong_mask: bool = True
+    overlong_mask: Annotated[bool, Flag()] = True
     """SUPO: unfinished rollouts get zero loss weight (they still count in advantage statistics)."""
-    whiten: bool = False
+    whiten: Annotated[bool, Flag()] = False
     """Batch-level masked whitening of advantages (verl applies it after GAE)."""
-    std_normalize: bool = True
+    std_normalize: Annotated[bool, Flag()] = True
     """Group estimators: divide by the group std (False: Dr. GRPO's R - mean)."""
-    unbiased_std: bool = False
+    unbiased_std: Annotated[bool, Flag()] = False
     """Group estimators: ddof=1 std as verl's torch.std; default population std."""
-    gamma: float = 1.0
+    gamma: UnitOpen = 1.0
     """GAE discount, in (0, 1]."""
-    lam: float | str = 0.95
+    lam: Annotated[
+        float | str,
+        Either((RealIn(0.0, 1.0, lo_open=True), NameIn(lambda: LAMBDA_READINGS)),
+               lambda: f"choose a float in (0, 1] or one of {LAMBDA_READINGS.choices()}"),
+    ] = 0.95
     """GAE lambda in (0, 1], or a length-adaptive reading (response_cap, segment_length, trajectory_length)."""
-    alpha: float | None = None
+    alpha: Annotated[float | None, Maybe(RealIn(0.0, lo_open=True))] = None
     """Length-adaptive lambda: lam = 1 - 1/(alpha * l). Required with a reading."""
-    response_cap: int | None = None
+    response_cap: Annotated[int | None, Maybe(IntIn(1))] = None
     """Per-response token cap ``l`` of the ``response_cap`` reading."""
-    group_size: int = 8
+    group_size: Annotated[int, IntIn(1, BATCH_MAX)] = 8
     """G: rollouts per prompt (GRPO); PPO recipes use 1."""
-    prompts: int = 16
+    prompts: Annotated[int, IntIn(1, BATCH_MAX)] = 16
     """Prompts per training step; the step runs prompts x G rollouts."""
-    steps: int = 30
+    steps: Annotated[int, IntIn(0)] = 30
     """RL training steps."""
-    lr: float = 3e-4
+    lr: Positive = 3e-4
     """Policy learning rate (Adam)."""
-    critic: str = "auto"
+    critic: Annotated[str, OneOf(("auto", "none", "head", "separate"))] = "auto"
     """``none`` (GRPO), ``head`` (value head on the policy trunk) or ``separate`` (CompactionRL: a critic
     initialised from the policy checkpoint, with its own optimiser); ``auto``: none for GRPO, separate
     for PPO."""
-    critic_lr_scale: float = 1.5
+    critic_lr_scale: Positive = 1.5
     """Critic learning rate = lr x this (CompactionRL: 3e-6 / 2e-6)."""
-    value_pretrain_steps: int = 0
+    value_pretrain_steps: Annotated[int, IntIn(0)] = 0
     """Critic-only steps before RL (CompactionRL: 50 at full scale)."""
-    value_updates: int = 2
+    value_updates: Annotated[int, IntIn(1)] = 2
     """Critic updates per policy update (CompactionRL: 2)."""
-    eps_low: float = 0.2
+    eps_low: Positive = 0.2
     """Lower clip range of the ratio, > 0."""
-    eps_high: float = 0.28
+    eps_high: Positive = 0.28
     """Upper clip range (clip-higher), > 0."""
-    epochs: int = 1
+    epochs: Annotated[int, IntIn(1)] = 1
     """Passes over each rollout batch."""
-    minibatch_segments: int = 256
+    minibatch_segments: Annotated[int, IntIn(1, 2**16)] = 256
     """Segments per mini-batch; the batch is padded to a multiple with dummy zero-weight segments."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: Positive = 1.0
     """Gradient-norm clip."""
-    temperature: float = 1.0
+    temperature: Positive = 1.0
     """Sampling temperature during training rollouts."""
-    entropy_coef: float = 0.0
+    entropy_coef: Unit = 0.0
     """Entropy bonus (0: none, as SUPO)."""
-    summariser_checkpoint: str | None = None
+    summariser_checkpoint: Annotated[str | None, Maybe(FilePath("checkpoint file"))] = None
     """With ``harness.summariser='frozen'``: the frozen summariser's checkpoint (default: the base)."""
 
-    def validate(self, prefix: str = "train") -> None:
-        check_choice(f"{prefix}.recipe", self.recipe, RECIPES.names())
-        for key, registry in (("estimator", ESTIMATORS), ("normaliser", NORMALISERS)):
-            value = getattr(self, key)
-            if value not in registry:
-                raise ConfigError(f"`{prefix}.{key}={value!r}` is invalid; choose one of {registry.choices()}")
-        check_choice(f"{prefix}.algorithm", self.algorithm, ("grpo", "ppo"))
-        family = estimator_family(self.estimator)
-        if (self.algorithm == "grpo") != (family == "group"):
-            want = "a group estimator" if self.algorithm == "grpo" else "a GAE estimator"
-            names = [n for n in ESTIMATORS.names() if estimator_family(n) == ("group" if want[2] == "g" else "gae")]
-            raise ConfigError(f"`{prefix}.estimator={self.estimator!r}` is invalid with algorithm="
-                              f"{self.algorithm!r}; choose {want}: {names}")
-        for key in ("overlong_mask", "whiten", "std_normalize", "unbiased_std"):
-            _check_bool(f"{prefix}.{key}", getattr(self, key))
-        check_float(f"{prefix}.gamma", self.gamma, 0.0, 1.0, lo_open=True)
+    def check(self) -> None:
+        """The algorithm, estimator, critic and lambda reading must go together."""
+        if self.algorithm != "auto" and (self.algorithm == "grpo") != (estimator_family(self.estimator) == "group"):
+            family = "group" if self.algorithm == "grpo" else "gae"
+            names = [n for n in ESTIMATORS.names() if estimator_family(n) == family]
+            raise self.invalid("estimator", f"it does not go with algorithm={self.algorithm!r}; choose a "
+                               f"{'group' if family == 'group' else 'GAE'} estimator: {names}")
         if isinstance(self.lam, str):
-            if self.lam not in LAMBDA_READINGS:
-                raise ConfigError(f"`{prefix}.lam={self.lam!r}` is invalid; choose a float in (0, 1] or one of "
-                                  f"{LAMBDA_READINGS.choices()}")
             if self.alpha is None:
-                raise ConfigError(f"`{prefix}.alpha=None` is invalid with lam={self.lam!r}; choose a value > 0")
-            _check_positive(f"{prefix}.alpha", self.alpha)
-            if self.lam == "response_cap":
-                check_int(f"{prefix}.response_cap", self.response_cap, 1)
-        else:
-            check_float(f"{prefix}.lam", self.lam, 0.0, 1.0, lo_open=True)
-        check_int(f"{prefix}.group_size", self.group_size, 1)
-        check_int(f"{prefix}.prompts", self.prompts, 1)
-        check_int(f"{prefix}.steps", self.steps, 0)
-        _check_positive(f"{prefix}.lr", self.lr)
-        check_choice(f"{prefix}.critic", self.critic, ("none", "head", "separate"))
+                raise self.invalid("alpha", f"lam={self.lam!r} needs it; choose a finite value > 0")
+            if self.lam == "response_cap" and self.response_cap is None:
+                raise self.invalid("response_cap", "lam='response_cap' needs it; choose an integer >= 1")
         if self.algorithm == "ppo" and self.critic == "none":
-            raise ConfigError(f"`{prefix}.critic='none'` is invalid with algorithm='ppo'; choose 'head' or "
-                              "'separate'")
-        _check_positive(f"{prefix}.critic_lr_scale", self.critic_lr_scale)
-        check_int(f"{prefix}.value_pretrain_steps", self.value_pretrain_steps, 0)
-        check_int(f"{prefix}.value_updates", self.value_updates, 1)
-        _check_positive(f"{prefix}.eps_low", self.eps_low)
-        _check_positive(f"{prefix}.eps_high", self.eps_high)
-        check_int(f"{prefix}.epochs", self.epochs, 1)
-        check_int(f"{prefix}.minibatch_segments", self.minibatch_segments, 1)
-        _check_positive(f"{prefix}.max_grad_norm", self.max_grad_norm)
-        _check_positive(f"{prefix}.temperature", self.temperature)
-        check_float(f"{prefix}.entropy_coef", self.entropy_coef, 0.0, 1.0)
-        if self.summariser_checkpoint is not None and not Path(self.summariser_checkpoint).is_file():
-            raise ConfigError(f"`{prefix}.summariser_checkpoint={self.summariser_checkpoint!r}` is invalid; "
-                              "no such checkpoint file")
+            raise self.invalid("critic", "algorithm='ppo' needs a critic; choose 'head' or 'separate'")
+        if self.prompts * self.group_size > BATCH_MAX:
+            raise self.invalid("prompts", f"prompts x group_size = {self.prompts * self.group_size} rollouts per "
+                               f"step; choose an integer <= {BATCH_MAX // self.group_size}")
 
     def estimator_options(self) -> dict[str, Any]:
         """Keyword options for ``simlab.credit.advantages``."""
@@ -170,42 +172,31 @@ class TrainConfig:
         return opts
 
 
-@dataclass(frozen=True)
-class BaseConfig:
+@section
+class BaseConfig(Section):
     """The "base model": behaviour cloning from a reference agent, built once per task preset and cached."""
 
-    teacher: str = "scripted"
+    SECTION = "base"
+
+    teacher: Annotated[str, NameIn(lambda: AGENTS)] = "scripted"
     """Reference agent to clone (``scripted`` at quality q gives an imperfect summariser)."""
-    quality: float = 0.7
+    quality: Unit = 0.7
     """Summary quality q of the scripted teacher, in [0, 1]."""
-    steps: int = 200
+    steps: Annotated[int, IntIn(0)] = 200
     """Behaviour-cloning steps (0: start RL from a random policy)."""
-    episodes: int = 128
+    episodes: Annotated[int, IntIn(1, BATCH_MAX)] = 128
     """Teacher rollouts per behaviour-cloning step."""
-    lr: float = 1e-3
+    lr: Positive = 1e-3
     """Learning rate of behaviour cloning."""
-    compact_demos: bool = True
+    compact_demos: Annotated[bool, Flag()] = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""
-    cache: bool = True
+    cache: Annotated[bool, Flag()] = True
     """Reuse a cached checkpoint addressed by this config, the task and the policy shape."""
-    seed: int | str = 0
+    seed: Annotated[int | str, seed_rule(0, run=True)] = 0
     """Seed of behaviour cloning (initial weights, demonstration stream). An integer gives every run seed
     and every arm of a sweep one shared base model; ``"run"`` builds one base model per run seed, so
     seed-to-seed spread also covers the base model. Either way, arms that share a seed share a base."""
-
-    def validate(self, prefix: str = "base") -> None:
-        AGENTS.canonical(self.teacher)
-        if self.seed != "run":
-            if isinstance(self.seed, str):
-                raise ConfigError(f"`{prefix}.seed={self.seed!r}` is invalid; choose an integer >= 0 or 'run'")
-            check_int(f"{prefix}.seed", self.seed, 0)
-        check_float(f"{prefix}.quality", self.quality, 0.0, 1.0)
-        check_int(f"{prefix}.steps", self.steps, 0)
-        check_int(f"{prefix}.episodes", self.episodes, 1)
-        _check_positive(f"{prefix}.lr", self.lr)
-        _check_bool(f"{prefix}.compact_demos", self.compact_demos)
-        _check_bool(f"{prefix}.cache", self.cache)
 
 
 RUN_EVAL_SEEDS = 1_000_000
@@ -214,57 +205,69 @@ EVAL_SEED_STRIDE = 100_000
 """Distance between the held-out sets of consecutive run seeds."""
 
 
-@dataclass(frozen=True)
-class EvalConfig:
+@section
+class EvalConfig(Section):
     """Evaluation on held-out seeds, in both configurations (compacted and single-window)."""
 
-    every: int = 10
+    SECTION = "eval"
+
+    every: Annotated[int, IntIn(1)] = 10
     """Evaluate every this many RL steps (and before the first and after the last)."""
-    episodes: int = 128
+    episodes: Annotated[int, IntIn(1, BATCH_MAX)] = 128
     """Held-out rollouts per configuration."""
-    seed: int | str = 1_000_000
+    seed: Annotated[int | str, seed_rule(1, run=True)] = 1_000_000
     """First held-out instance seed; training seeds stay below it. ``"run"``: a held-out set per run seed
     (from ``RUN_EVAL_SEEDS`` on, ``EVAL_SEED_STRIDE`` apart), for statistics over instances; arms that share
     a seed still share their instances."""
-    single_window: bool = True
+    single_window: Annotated[bool, Flag()] = True
     """Also evaluate with compaction disabled (trigger ``none``); the seed warns the two diverge."""
 
-    def validate(self, prefix: str = "eval") -> None:
-        check_int(f"{prefix}.every", self.every, 1)
-        check_int(f"{prefix}.episodes", self.episodes, 1)
-        if self.seed != "run":
-            if isinstance(self.seed, str):
-                raise ConfigError(f"`{prefix}.seed={self.seed!r}` is invalid; choose an integer >= 1 or 'run'")
-            check_int(f"{prefix}.seed", self.seed, 1)
-        _check_bool(f"{prefix}.single_window", self.single_window)
+
+POLICY_MARGIN = 16
+"""Tokens a policy row may hold beyond the window: the v_sum cue and the summary of the last segment."""
 
 
-@dataclass(frozen=True)
-class RunConfig:
+@section
+class RunConfig(Section):
     """Everything one training run needs; every field is logged."""
 
-    preset: str
+    preset: Annotated[str, PRESET_NAMES]
     """The task preset name (``simlab.tasks.presets``)."""
     env_id: str
     """The Gymnasium id of the preset's task."""
-    task: TaskConfig
-    harness: HarnessConfig
-    policy: PolicyConfig
-    base: BaseConfig
-    train: TrainConfig
-    eval: EvalConfig
-    seed: int = 0
+    task: Annotated[TaskConfig, Instance(TaskConfig)]
+    harness: Annotated[HarnessConfig, Instance(HarnessConfig)]
+    policy: Annotated[PolicyConfig, Instance(PolicyConfig)]
+    base: Annotated[BaseConfig, Instance(BaseConfig)]
+    train: Annotated[TrainConfig, Instance(TrainConfig)]
+    eval: Annotated[EvalConfig, Instance(EvalConfig)]
+    seed: Annotated[int, seed_rule(0)] = 0
     """Seeds torch, numpy and the training instances."""
-    device: str = "auto"
+    device: Annotated[str, OneOf(DEVICES)] = "auto"
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+
+    def check(self) -> None:
+        """Rules across sections: the policy holds the window; held-out seeds stay above training ones."""
+        if self.policy.vocab_size != self.task.vocab_size:
+            raise ConfigError.invalid("policy.vocab_size", self.policy.vocab_size,
+                                      f"it is set by the task (task.vocab_size={self.task.vocab_size}); remove it")
+        least = self.harness.window + POLICY_MARGIN
+        if self.policy.max_len < least:
+            raise ConfigError.invalid("policy.max_len", self.policy.max_len, "it must hold the window plus the "
+                                      f"summary cue: choose an integer >= {least}")
+        need = max(self.train.prompts, self.base.episodes)
+        if self.train_seed_limit <= need:  # training instances are drawn from [0, eval.seed - batch)
+            raise ConfigError.invalid("eval.seed", self.eval.seed, "held-out seeds start above the training "
+                                      f"instances, so choose an integer > {need} (train.prompts, base.episodes) "
+                                      "or 'run'")
 
     def to_nested(self) -> dict[str, Any]:
         """The resolved config as a nested mapping that :func:`resolve` accepts back unchanged."""
         out: dict[str, Any] = {"seed": self.seed, "device": self.device}
-        out["task"] = {"preset": self.preset, **_plain(self.task)}
+        out["task"] = {"preset": self.preset, **plain(self.task)}
         for name in ("harness", "base", "train", "eval"):
-            out[name] = _plain(getattr(self, name))
-        policy = _plain(self.policy)
+            out[name] = plain(getattr(self, name))
+        policy = plain(self.policy)
         policy.pop("vocab_size")
         out["policy"] = policy
         return out
@@ -295,194 +298,193 @@ class RunConfig:
 
     def base_key(self) -> str:
         """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
-        policy = {k: v for k, v in _plain(self.policy).items() if k != "value_head"}  # heads are added later
-        base = {**{k: v for k, v in _plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
-        payload = {"env": self.env_id, "task": _plain(self.task), "harness": self.base_harness_settings(),
+        policy = {k: v for k, v in plain(self.policy).items() if k != "value_head"}  # heads are added later
+        base = {**{k: v for k, v in plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
+        payload = {"env": self.env_id, "task": plain(self.task), "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _plain(obj: Any) -> dict[str, Any]:
-    return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return list(value)
-    if is_dataclass(value) and not isinstance(value, type):
-        return _plain(value)
-    return value
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    names = [f.name for f in fields(cls)]
-    for key in data:
-        if key not in names:
-            raise ConfigError(f"`{prefix}.{key}` is not a setting; choose one of {names}")
-    try:
-        obj = cls(**data)
-    except TypeError as exc:  # a value of the wrong shape reached a dataclass
-        raise ConfigError(f"`{prefix}` is invalid: {exc}") from None
-    validate = getattr(obj, "validate", None)
-    if validate is not None:
-        validate(prefix)
-    return obj
-
-
-def _section(nested: dict[str, Any], name: str) -> dict[str, Any]:
+# ------------------------------------------------------------------------------------- resolving
+def _section(nested: Mapping[str, Any], name: str) -> dict[str, Any]:
     value = nested.get(name, {})
     if not isinstance(value, dict):
-        raise ConfigError(f"`{name}={value!r}` is invalid; it must be a table of settings")
+        raise ConfigError.invalid(name, value, "it must be a table of settings")
     return dict(value)
 
 
-def _check_window(env_id: str, task_cfg: TaskConfig, harness_cfg: HarnessConfig) -> None:
-    """The window must hold the task's prompt, a summary and one step: checked before any work starts."""
+def _env_need(env_id: str, task_cfg: TaskConfig) -> tuple[int, int]:
+    """(prompt tokens, tokens of one step) of the task: what the window check needs."""
     import gymnasium
 
     from simlab import tasks  # noqa: F401  (registers the envs)
-    from simlab.harness.phases import check_window
 
     env = gymnasium.make_vec(env_id, num_envs=1, vectorization_mode="vector_entry_point", config=task_cfg)
     try:
-        check_window(env, harness_cfg)
+        return window_need(env)
     finally:
         env.close()
 
 
-POLICY_MARGIN = 16
-"""Tokens a policy row may hold beyond the window: the v_sum cue and the summary of the last segment."""
+def _nearest(value: int, works: Callable[[int], bool], limit: int = 4096) -> str | None:
+    """``choose an integer >= n`` (or ``<= n``) for the valid value closest to ``value``, if one is near."""
+    for step in range(1, limit + 1):
+        for cand, how in ((value + step, ">="), (value - step, "<=")):
+            if cand >= 0 and works(cand):
+                return f"choose an integer {how} {cand}"
+    return None
 
 
-def resolve(nested: dict[str, Any] | None = None) -> RunConfig:
-    """Layer ``nested`` over the preset, the recipe and the defaults; validate everything."""
-    nested = copy.deepcopy(nested or {})
+class _Layers:
+    """The harness layers of a run (preset < recipe < user) and which of the user's settings a bad
+    recipe-derived value came from."""
+
+    def __init__(self, preset: Any, recipe: Recipe, need: tuple[int, int]) -> None:
+        self.preset, self.recipe, self.need = preset, recipe, need
+
+    def derived(self, user: Mapping[str, Any]) -> dict[str, Any]:
+        # the recipe sees the window the run will have, so its ratios (L = 0.95 W, T_comp = W/6) scale with it
+        return self.recipe.harness({**self.preset.harness, **user})
+
+    def build(self, user: Mapping[str, Any]) -> HarnessConfig:
+        cfg = HarnessConfig(**{**self.preset.harness, **self.derived(user), **user})
+        cfg.check_fits(*self.need)
+        return cfg
+
+    def works(self, user: Mapping[str, Any]) -> bool:
+        try:
+            HarnessConfig.check_fields(user)
+            self.build(user)
+        except ConfigError:
+            return False
+        return True
+
+    def blame(self, exc: ConfigError, user: Mapping[str, Any]) -> ConfigError:
+        """``exc`` re-keyed to the user's setting it came from, with the nearest value that works.
+
+        A bad value the recipe derived (supo's frac from ``harness.window``), or a preset value that
+        clashes with a user's setting (the preset's window with a long ``harness.summary_tokens``), is
+        reported against the user's setting; an error on the user's own setting gets the nearest
+        value that works under the recipe too.
+        """
+        field = (exc.key or "").removeprefix("harness.").split("[")[0]
+        reason = _WHY.sub("", exc.allowed).strip()
+        if field in user:
+            return self._with_fix(exc, field, user, reason)
+        derived = self.derived(user)
+        for key in user:
+            rest = {k: v for k, v in user.items() if k != key}
+            moved = field in derived and self.derived(rest).get(field) != derived[field]
+            if moved:
+                why = f"train.recipe={self.recipe.name!r} derives harness.{field}={derived[field]!r} from it"
+            elif self.works(rest):
+                why = f"it clashes with harness.{field}={exc.value!r} (not set by you)"
+            else:
+                continue
+            why += f": {reason}" if reason else f", and harness.{field} allows: {exc.allowed.removeprefix('choose ')}"
+            return self._with_fix(exc, key, user, why)
+        return exc
+
+    def _with_fix(self, exc: ConfigError, key: str, user: Mapping[str, Any], why: str) -> ConfigError:
+        value = user[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return exc if key == (exc.key or "").removeprefix("harness.") else ConfigError.invalid(
+                f"harness.{key}", value, why)
+        fix = _nearest(value, lambda v: self.works({**user, key: v}))
+        text = "; ".join(part for part in (why, fix) if part)
+        return ConfigError.invalid(f"harness.{key}", value, text or exc.allowed)
+
+
+_WHY = re.compile(r"[;,]?\s*(choose|raise it|lower it)\b[^;]*$")
+"""The closing "choose ..." of an error's allowed text, replaced by a fix for the user's setting."""
+
+
+def _harness(preset: Any, recipe: Recipe, user: dict[str, Any], need: tuple[int, int]) -> HarnessConfig:
+    layers = _Layers(preset, recipe, need)
+    try:
+        return layers.build(user)
+    except ConfigError as exc:
+        raise layers.blame(exc, user) from None
+
+
+def _train(preset: Any, recipe: Recipe, harness: HarnessConfig, user: dict[str, Any]) -> TrainConfig:
+    data = {**preset.train, **recipe.train(plain(harness)), **user}
+    estimator = data.get("estimator", TrainConfig.estimator)
+    if estimator in ESTIMATORS and data.get("algorithm", "auto") == "auto":
+        data["algorithm"] = "grpo" if estimator_family(estimator) == "group" else "ppo"
+    if data.get("critic", "auto") == "auto":
+        data["critic"] = "none" if data.get("algorithm") == "grpo" else "separate"
+    return TrainConfig(**data)
+
+
+def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
+    """Layer ``nested`` over the preset, the recipe and the defaults; validate everything.
+
+    The user's settings are checked one by one first, then each section as a whole, then the rules
+    across sections and the window check. Raises :class:`~simlab.errors.ConfigError`.
+    """
+    nested = copy.deepcopy(dict(nested or {}))
     for key in nested:
         if key not in SECTIONS and key not in TOP_LEVEL:
-            raise ConfigError(f"`{key}` is not a setting; choose one of {list(TOP_LEVEL) + list(SECTIONS)}")
-    task = _section(nested, "task")
-    preset_name = task.pop("preset", "keyrecall-tiny")
-    if preset_name not in PRESETS:
-        raise ConfigError(f"`task.preset={preset_name!r}` is invalid; choose one of {tuple(PRESETS)}")
-    preset = get_preset(preset_name)
-    task_cfg = preset.task.replace(**task)
+            raise ConfigError.unknown(key, [*TOP_LEVEL, *SECTIONS])
+    user = {name: _section(nested, name) for name in SECTIONS}
+    preset = get_preset(user["task"].pop("preset", DEFAULT_PRESET))
+    type(preset.task).check_fields(user["task"])
+    recipe = RECIPES.get(check_value("train.recipe", user["train"].get("recipe", TrainConfig.recipe),
+                                     TrainConfig.rule("recipe")))
+    for cls in (HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
+        cls.check_fields(user[cls.SECTION])
+    seed = check_value("seed", nested.get("seed", 0), RunConfig.rule("seed"))
+    device = check_value("device", nested.get("device", "auto"), RunConfig.rule("device"))
+    if "vocab_size" in user["policy"]:
+        raise ConfigError.invalid("policy.vocab_size", user["policy"]["vocab_size"],
+                                  "it is set by the task (task.vocab_size); remove it")
 
-    train = _section(nested, "train")
-    recipe_name = train.get("recipe", TrainConfig.recipe)
-    if recipe_name not in RECIPES:
-        raise ConfigError(f"`train.recipe={recipe_name!r}` is invalid; choose one of {RECIPES.choices()}")
-    recipe = RECIPES.get(recipe_name)
-
-    user_harness = _section(nested, "harness")
-    # the recipe sees the window the run will have, so its ratios (L = 0.95 W, T_comp = W/6) scale with it
-    harness_data = {**preset.harness, **recipe.harness({**preset.harness, **user_harness}), **user_harness}
-    harness_cfg = HarnessConfig().replace(**harness_data)
-    train_data = {**preset.train, **recipe.train(_plain(harness_cfg)), **train}
-    estimator = train_data.get("estimator", TrainConfig.estimator)
-    if estimator in ESTIMATORS and train_data.get("algorithm", "auto") == "auto":
-        train_data["algorithm"] = "grpo" if estimator_family(estimator) == "group" else "ppo"
-    if train_data.get("critic", "auto") == "auto":
-        train_data["critic"] = "none" if train_data.get("algorithm") == "grpo" else "separate"
-    train_cfg = _build(TrainConfig, train_data, "train")
-
-    policy = {**preset.policy, **_section(nested, "policy")}
-    if "vocab_size" in policy:
-        raise ConfigError("`policy.vocab_size` is set by the task (task.vocab_size); remove it")
-    policy.setdefault("max_len", harness_cfg.window + POLICY_MARGIN)
-    policy.setdefault("value_head", train_cfg.critic == "head")
-    policy_cfg = _build(PolicyConfig, {"vocab_size": task_cfg.vocab_size, **policy}, "policy")
-    if policy_cfg.max_len < harness_cfg.window + POLICY_MARGIN:
-        raise ConfigError(f"`policy.max_len={policy_cfg.max_len}` is invalid; it must hold the window plus "
-                          f"the summary cue: choose an integer >= {harness_cfg.window + POLICY_MARGIN}")
-
-    _check_window(preset.env_id, task_cfg, harness_cfg)
-    seed = nested.get("seed", 0)
-    check_int("seed", seed, 0)
-    device = nested.get("device", "auto")
-    check_choice("device", device, ("auto", "cpu", "cuda"))
-    cfg = RunConfig(
+    task_cfg = preset.task.replace(**user["task"])
+    harness_cfg = _harness(preset, recipe, user["harness"], _env_need(preset.env_id, task_cfg))
+    train_cfg = _train(preset, recipe, harness_cfg, user["train"])
+    policy = {"max_len": harness_cfg.window + POLICY_MARGIN, "value_head": train_cfg.critic == "head",
+              **preset.policy, **user["policy"]}
+    return RunConfig(
         preset=preset.name,
         env_id=preset.env_id,
         task=task_cfg,
         harness=harness_cfg,
-        policy=policy_cfg,
-        base=_build(BaseConfig, {**preset.base, **_section(nested, "base")}, "base"),
+        policy=PolicyConfig(vocab_size=task_cfg.vocab_size, **policy),
+        base=BaseConfig(**{**preset.base, **user["base"]}),
         train=train_cfg,
-        eval=_build(EvalConfig, _section(nested, "eval"), "eval"),
+        eval=EvalConfig(**user["eval"]),
         seed=seed,
         device=device,
     )
-    need = max(cfg.train.prompts, cfg.base.episodes)
-    if cfg.train_seed_limit <= need:  # training instances are drawn from [0, eval.seed - batch)
-        raise ConfigError(f"`eval.seed={cfg.eval.seed!r}` is invalid; held-out seeds start above the training "
-                          f"instances, so choose an integer > {need} (train.prompts, base.episodes) or 'run'")
-    return cfg
 
 
-def parse_value(text: str) -> Any:
-    """A ``--set`` value as TOML would read it (numbers, booleans, arrays); anything else is a string."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def apply_overrides(nested: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``nested`` with ``{"section.key": value}`` overrides set (``seed`` and ``device`` bare)."""
-    out = copy.deepcopy(nested)
+    out = copy.deepcopy(dict(nested))
     for path, value in overrides.items():
         parts = path.split(".")
-        if len(parts) == 1 and parts[0] in TOP_LEVEL:
-            out[parts[0]] = value
-            continue
-        if len(parts) != 2 or parts[0] not in SECTIONS:
+        ok = (len(parts) == 1 and parts[0] in TOP_LEVEL) or (len(parts) == 2 and parts[0] in SECTIONS)
+        if not ok:
             raise ConfigError(f"`{path}` is not a key path; use section.key with a section in {list(SECTIONS)} "
-                              f"or one of {list(TOP_LEVEL)}")
-        section = out.setdefault(parts[0], {})
-        if not isinstance(section, dict):
-            raise ConfigError(f"`{parts[0]}` must be a table of settings")
-        section[parts[1]] = value
-    return out
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["train.lr=1e-3", ...]`` -> ``{"train.lr": 0.001}``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"`--set {item}` is invalid; write key=value, e.g. --set train.lr=0.001")
-        out[key.strip()] = parse_value(value.strip())
+                              f"or one of {list(TOP_LEVEL)}", key=path, allowed="use section.key")
+        set_path(out, path, value)
     return out
 
 
 def load(path: Path | str, overrides: list[str] | None = None) -> RunConfig:
     """Read a TOML run config, apply ``--set`` overrides and resolve."""
-    path = Path(path)
-    try:
-        nested = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
-    return resolve(apply_overrides(nested, parse_overrides(overrides or [])))
+    return resolve(apply_overrides(read_toml(path), parse_overrides(overrides or [])))
 
 
 def flatten(cfg: RunConfig) -> dict[str, Any]:
     """``{"section.key": value}`` of every resolved setting (tuples and None as strings), for logging."""
-    out: dict[str, Any] = {}
-    for section, values in cfg.to_nested().items():
-        if isinstance(values, dict):
-            for key, value in values.items():
-                out[f"{section}.{key}"] = value if isinstance(value, (int, float, str, bool)) else str(value)
-        else:
-            out[section] = values
-    return out
+    return {key: loggable(value) for key, value in flatten_paths(cfg.to_nested()).items()}
 
 
 __all__ = [
     "PRESETS", "BaseConfig", "ConfigError", "EvalConfig", "RunConfig", "TrainConfig", "apply_overrides",
-    "flatten", "load", "parse_overrides", "parse_value", "resolve",
+    "flatten", "load", "parse_overrides", "parse_value", "read_toml", "resolve",
 ]

@@ -27,6 +27,7 @@ def _mass(batch: SegmentBatch, grid: np.ndarray) -> list[float]:
 
 
 def block1() -> None:
+    """Block 1: the trajectory-group baseline and the segment normaliser on the seed's two rollouts."""
     print("== 1. the baseline: 4 rollouts, rewards", REWARDS)
     for k in ([1, 4, 1, 4], [1, 1, 4, 4]):
         batch = SegmentBatch.from_rollouts([[5] * n for n in k], REWARDS)
@@ -44,6 +45,7 @@ def block1() -> None:
 
 
 def block2() -> None:
+    """Block 2: GAE's first-segment weight across compaction boundaries, against the concatenated reference."""
     bounds = [0, 6, 11, 18]
     values = np.random.default_rng(7).normal(0.4, 0.15, size=bounds[-1])
     segs = [b - a for a, b in itertools.pairwise(bounds)]
@@ -75,5 +77,6 @@ def block2() -> None:
 
 
 def run_demo() -> None:
+    """Print both blocks (what ``simlab demo`` shows)."""
     block1()
     block2()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from simlab.harness.config import HarnessConfig, effective_horizon
 from simlab.registry import Registry
 
 HarnessDefaults = Callable[[dict[str, Any]], dict[str, Any]]
@@ -24,6 +25,8 @@ TrainDefaults = Callable[[dict[str, Any]], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Recipe:
+    """A published method as harness and train defaults."""
+
     name: str
     about: str
     """One line: the paper and what the recipe is."""
@@ -42,26 +45,31 @@ def _fixed(**settings: Any) -> HarnessDefaults:
     return lambda preset: dict(settings)
 
 
+def _get(settings: dict[str, Any], key: str) -> Any:
+    """A harness setting, else ``HarnessConfig``'s default for it."""
+    return settings.get(key, getattr(HarnessConfig, key))
+
+
 def _supo(preset: dict[str, Any]) -> dict[str, Any]:
     """L = 0.95 W, lowered where a small window must still hold v_sum and the summary after L."""
-    window = int(preset.get("window", 128))
-    room = (window - 2 - int(preset.get("summary_tokens", 8))) / window
+    window = int(_get(preset, "window"))
+    room = (window - 2 - int(_get(preset, "summary_tokens"))) / window
     return {"trigger": "threshold", "frac": min(0.95, int(room * 100) / 100), "discard": True,
             "summariser": "self", "tail_steps": 0}
 
 
 def _budget(preset: dict[str, Any]) -> dict[str, Any]:
-    window = int(preset.get("window", 128))
+    """T_comp = W / 6 (CompactionRL's 10,240 of 64K)."""
+    window = int(_get(preset, "window"))
     return {"trigger": "budget", "t_comp": max(window // 6, 1), "tail_steps": 2, "summariser": "self",
             "max_compactions": 3, "discard": False}
 
 
 def _matched_window(preset: dict[str, Any]) -> dict[str, Any]:
     """Plain GRPO with no compaction, its window widened to the compacting run's effective horizon."""
-    window = int(preset.get("window", 128))
-    frac = float(preset.get("frac", 0.8))
-    s = int(preset.get("max_compactions", 4))
-    return {"trigger": "none", "window": int(frac * window) * (s + 1)}
+    window = effective_horizon(window=int(_get(preset, "window")), frac=float(_get(preset, "frac")),
+                               max_compactions=int(_get(preset, "max_compactions")), trigger="threshold")
+    return {"trigger": "none", "window": window}
 
 
 def _train(**settings: Any) -> TrainDefaults:
@@ -102,11 +110,11 @@ _add(Recipe("sliding", "Truncation baseline: drop the oldest steps, no summary",
             _fixed(trigger="sliding"), _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("mem1", "MEM1-like: rewrite a constant-size state after every step",
             lambda p: {"trigger": "every_step", "summariser": "self", "tail_steps": 0,
-                       "max_compactions": int(p.get("max_steps", 64))},  # a rewrite per step: S never binds
+                       "max_compactions": int(_get(p, "max_steps"))},  # a rewrite per step: S never binds
             _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("memagent", "MemAgent-like: summarise every fixed number of steps, overwriting the memory",
             lambda p: {"trigger": "chunked", "summariser": "self", "tail_steps": 0,
-                       "max_compactions": int(p.get("max_steps", 64))},  # one memory write per chunk
+                       "max_compactions": int(_get(p, "max_steps"))},  # one memory write per chunk
             _train(estimator="rollout_group", normaliser="token")))
 _add(Recipe("grpo", "Plain GRPO with no compaction at the same effective horizon L x (S+1)",
             _matched_window, _train(estimator="rollout_group", normaliser="token")))

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from simlab.errors import UnknownNameError
+
 T = TypeVar("T")
-
-
-class UnknownNameError(ValueError):
-    """An unregistered name was asked for; the message lists the valid names."""
 
 
 class Registry(Generic[T]):
@@ -35,6 +33,7 @@ class Registry(Generic[T]):
         return add
 
     def add(self, name: str, obj: T, *, aliases: tuple[str, ...] = ()) -> None:
+        """Register ``obj`` under ``name`` and ``aliases``; a name taken already is an error."""
         for key in (name, *aliases):
             if key in self._items or key in self._aliases:
                 raise ValueError(f"{self.kind} {key!r} is already registered")
@@ -42,27 +41,29 @@ class Registry(Generic[T]):
         for alias in aliases:
             self._aliases[alias] = name
 
-    def canonical(self, name: str) -> str:
-        """The canonical name for ``name`` or one of its aliases."""
-        if not isinstance(name, str):
-            raise UnknownNameError(f"`{self.kind}={name!r}` is invalid; choose one of {self.choices()}")
-        if name in self._items:
+    def canonical(self, name: str, key: str | None = None) -> str:
+        """The canonical name for ``name`` or one of its aliases; ``key`` names the setting in an error
+        (default: the registry's kind)."""
+        if isinstance(name, str) and name in self._items:
             return name
-        if name in self._aliases:
+        if isinstance(name, str) and name in self._aliases:
             return self._aliases[name]
-        raise UnknownNameError(f"`{self.kind}={name!r}` is invalid; choose one of {self.choices()}")
+        raise UnknownNameError.invalid(key or self.kind, name, f"choose one of {self.choices()}")
 
-    def get(self, name: str) -> T:
-        return self._items[self.canonical(name)]
+    def get(self, name: str, key: str | None = None) -> T:
+        """The component registered as ``name`` (or an alias of it)."""
+        return self._items[self.canonical(name, key)]
 
     def names(self) -> tuple[str, ...]:
         """Canonical names, in registration order."""
         return tuple(self._items)
 
     def aliases(self) -> dict[str, str]:
+        """Alias -> canonical name."""
         return dict(self._aliases)
 
     def choices(self) -> str:
+        """Every name (and alias) quoted, for an error message."""
         listed = ", ".join(repr(n) for n in self._items)
         if self._aliases:
             listed += " (aliases: " + ", ".join(f"{a!r} -> {c!r}" for a, c in self._aliases.items()) + ")"

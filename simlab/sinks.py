@@ -54,22 +54,27 @@ class JsonlSink:
         os.replace(tmp, self.folder / name)
 
     def log_params(self, params: dict[str, Any]) -> None:
+        """Write ``params.json`` (replacing an earlier one)."""
         self._write_json("params.json", params)
 
     def set_tags(self, tags: dict[str, str]) -> None:
+        """Write ``tags.json`` (replacing an earlier one)."""
         self._write_json("tags.json", tags)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Append one line to ``metrics.jsonl``; NaN and infinities become null."""
         clean = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
         self._metrics.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
         self._metrics.flush()
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Copy ``path`` to ``artifacts/<artifact_path>/``."""
         dest = self.folder / "artifacts" / (artifact_path or "")
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, dest / Path(path).name)
 
     def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        """Close the metrics file and write ``status.json``."""
         if not self._metrics.closed:
             self._metrics.close()
         self._write_json("status.json", {"status": status, "reason": reason})

@@ -13,14 +13,18 @@ anything. This module imports neither optuna nor mlflow, so a bad store fails wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote
+
+from simlab.errors import StoreError
 
 HOME_ENV = "SIMLAB_HOME"
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
@@ -41,10 +45,6 @@ TRACKING_ALLOWED = (
     "give sqlite:////ABS/PATH/mlflow.db (local), http://HOST:PORT (an MLflow tracking server) or "
     "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 )
-
-
-class StoreError(ValueError):
-    """A store cannot be used; the message names the option, the value, what is allowed and the fix."""
 
 
 def home() -> Path:
@@ -71,6 +71,7 @@ def shown(url: str) -> str:
 
 
 def scheme_of(url: str) -> str | None:
+    """The lower-cased scheme of a URL (``postgresql``), or ``None`` for a plain path."""
     return url.split("://", 1)[0].lower() if "://" in url else None
 
 
@@ -95,10 +96,12 @@ class StudyStore:
 
     @property
     def is_rdb(self) -> bool:
+        """Whether the study lives in a database (PostgreSQL or SQLite) rather than a journal file."""
         return self.kind != "journal"
 
     @property
     def shown(self) -> str:
+        """The location fit to print (the password replaced)."""
         return shown(self.location)
 
 
@@ -209,6 +212,40 @@ def check_file_target(path: Path, option: str, value: str, example: str) -> None
         raise StoreError(f"{head} {parent} is a file, so {path} cannot be created")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"{head} {parent} is not writable")
+
+
+def check_folder_target(path: Path, option: str, value: str | None = None) -> None:
+    """``path`` is a folder, or can become one: no file stands at it or above it, and the nearest
+    existing folder is writable. Writes nothing."""
+    shown_value = str(path) if value is None else value
+    head = f"`{option}={shown_value!r}` is invalid;"
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"{head} {path} is a file; give a folder", key=option, value=shown_value,
+                         allowed="give a folder")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise StoreError(f"{head} {parent} is a file, so {path} cannot be created", key=option, value=shown_value,
+                         allowed="give a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"{head} {parent} is not writable", key=option, value=shown_value,
+                         allowed="give a writable folder")
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path, suffix: str = ".simlab-lock") -> Iterator[None]:
+    """An exclusive lock on ``<path><suffix>`` between processes on one host (``filelock``: ``flock`` on
+    Unix, so processes of earlier simlab versions, which called ``flock`` on the same files, still agree).
+
+    simlab's one locking mechanism: the sweep's reconcile-and-enqueue beside a journal or SQLite study,
+    and building a cached base checkpoint (``<checkpoint>.lock``). The lock file stays (``filelock``
+    removes none on Unix), so every process locks the same inode.
+    """
+    from filelock import FileLock
+
+    with FileLock(f"{path}{suffix}"):
+        yield
 
 
 def check_server(uri: str, option: str) -> None:

@@ -9,7 +9,9 @@ parent with the ``mlflow.parentRunId`` tag instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
+import os
 import socket
 import subprocess
 import tempfile
@@ -29,7 +31,15 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from simlab import stores
+from simlab import names, stores
+from simlab.errors import ConfigError
+from simlab.names import BASELINE_TAG as BASELINE_TAG  # re-exported: the tag names live in simlab.names
+from simlab.names import CELL_TAG as CELL_TAG
+from simlab.names import GIT_COMMIT_TAG, KIND_TAG, PARENT_TAG, REASON_TAG, ROLE_TAG, SEG_COUNT, SWEEP_TAG, VERSION_TAG
+from simlab.names import SEED_TAG as SEED_TAG
+from simlab.names import TRIAL_TAG as TRIAL_TAG
+from simlab.names import VARIANT_TAG as VARIANT_TAG
+from simlab.schema import flatten
 from simlab.stores import TRACKING_ENV as TRACKING_ENV  # the store rules live in simlab.stores
 from simlab.stores import sqlite_path as sqlite_path
 
@@ -39,22 +49,11 @@ MAX_PARAMS_PER_BATCH = 100
 """MLflow's limit on params in one ``log_batch`` call."""
 MAX_PARAM_CHARS = 6000
 """MLflow's limit on one param value."""
+METRICS_TABLE = "tables/metrics.parquet"
+"""The documented export of a run's metrics: columns step, key, value, one row per logged value."""
 MAX_TAG_CHARS = 5000
 """Kept under MLflow's tag-value limit (8000) with room for multi-byte characters."""
 
-ROLE_TAG = "simlab.role"
-SWEEP_TAG = "simlab.sweep"
-TRIAL_TAG = "simlab.trial_number"
-REASON_TAG = "simlab.status_reason"
-CELL_TAG = "simlab.cell"
-"""The trial's grid cell with its seed, e.g. ``estimator=rollout_group,normaliser=token,seed=0``."""
-VARIANT_TAG = "simlab.variant"
-"""The cell without its seed: the unit ``simlab report`` pools seeds over."""
-SEED_TAG = "simlab.seed"
-BASELINE_TAG = "simlab.baseline"
-"""On a parent run: the variant ``simlab report`` compares against by default."""
-PARENT_TAG = "mlflow.parentRunId"  # the tag the UI nests child runs by
-KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {KIND_TAG: "custom_model_development"}
 """MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
 
@@ -69,6 +68,7 @@ class Store:
     """Artifact location for new experiments (a ``file://`` URI); ``None`` lets a server decide."""
 
     def client(self) -> MlflowClient:
+        """A client for this store."""
         return MlflowClient(tracking_uri=self.tracking_uri)
 
     @property
@@ -148,7 +148,7 @@ def provenance_tags() -> dict[str, str]:
         commit += "+dirty" if dirty else ""
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"simlab.git_commit": commit, "simlab.version": simlab_version}
+    return {GIT_COMMIT_TAG: commit, VERSION_TAG: simlab_version}
 
 
 def parent_run(client: MlflowClient, experiment_id: str, sweep: str, tags: Mapping[str, str]) -> str:
@@ -201,7 +201,8 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
 
     For stores the analysis layer cannot read as a database (a tracking server): ``search_runs`` pages
     through the whole experiment, never one request per run. ``experiment`` is a name, else an id.
-    Each dict: run_id, run_name, status, start_time, tags, params, metrics (the latest value per key).
+    Each dict: run_id, run_name, status, start_time, artifact_uri, tags, params, metrics (the latest
+    value per key).
     """
     client = store.client()
     found = client.get_experiment_by_name(experiment)
@@ -221,6 +222,7 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
                     "run_name": r.info.run_name,
                     "status": r.info.status,
                     "start_time": r.info.start_time,
+                    "artifact_uri": r.info.artifact_uri,
                     "tags": dict(r.data.tags),
                     "params": dict(r.data.params),
                     "metrics": dict(r.data.metrics),
@@ -231,20 +233,63 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
             return str(found.experiment_id), runs
 
 
-def metric_histories(store: Store, run_ids: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, list[float]]]:
-    """run_id -> key -> the metric's values in step order (the last write of a step wins), for each run
-    and key that has any. One ``get_metric_history`` per run and key."""
+HISTORY_SCHEMA = pl.Schema({"run_id": pl.String, "key": pl.String, "step": pl.Int64, "value": pl.Float64})
+"""A metric-history table: one row per run, metric and step (the last write of a step wins)."""
+HISTORY_THREADS = 8
+"""Requests in flight while reading histories one key at a time (runs logged without the export)."""
+
+
+def history_table(
+    store: Store, runs: Sequence[Mapping[str, Any]], wanted: Callable[[str], bool]
+) -> pl.DataFrame:
+    """The metric histories of ``runs`` (records from :func:`fetch_runs`) for every key ``wanted`` accepts.
+
+    A run that carries the export (:data:`METRICS_TABLE`, tagged :data:`~simlab.names.METRICS_TABLE_TAG`)
+    costs one artifact download, whatever its number of metrics; a run logged before the export existed
+    costs one ``get_metric_history`` per wanted key it has (its latest metrics say which), several in
+    flight at once. Never one request per metric per run for runs with the export.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     client = store.client()
-    out: dict[str, dict[str, list[float]]] = {}
-    for run_id in run_ids:
-        for key in keys:
-            by_step: dict[int, tuple[int, float]] = {}
-            for m in client.get_metric_history(run_id, key):
-                if m.step not in by_step or m.timestamp >= by_step[m.step][0]:
-                    by_step[m.step] = (m.timestamp, float(m.value))
-            if by_step:
-                out.setdefault(run_id, {})[key] = [by_step[s][1] for s in sorted(by_step)]
-    return out
+    jobs = []
+    for run in runs:
+        if run["tags"].get(names.METRICS_TABLE_TAG) == METRICS_TABLE:
+            jobs.append((run["run_id"], None, run.get("artifact_uri")))
+        else:
+            jobs.extend((run["run_id"], key, None) for key in run["metrics"] if wanted(key))
+
+    def read(job: tuple[str, str | None, str | None]) -> pl.DataFrame:
+        run_id, key, artifact_uri = job
+        if key is None:
+            frame = _read_export(client, run_id, artifact_uri)
+            keep = [k for k in frame.get_column("key").unique().to_list() if wanted(k)]
+            return frame.filter(pl.col("key").is_in(keep))
+        history = client.get_metric_history(run_id, key)
+        rows = [(run_id, key, int(m.step), float(m.value), int(m.timestamp)) for m in history]
+        frame = pl.DataFrame(rows, schema={**HISTORY_SCHEMA, "timestamp": pl.Int64}, orient="row")
+        return frame.sort("timestamp").select(list(HISTORY_SCHEMA))
+
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        frames = list(pool.map(read, jobs))
+    if not frames:
+        return pl.DataFrame(schema=HISTORY_SCHEMA)
+    # a step logged twice keeps its last write, as MLflow's own latest metrics do
+    return pl.concat(frames).unique(["run_id", "key", "step"], keep="last", maintain_order=True)
+
+
+def _read_export(client: MlflowClient, run_id: str, artifact_uri: str | None) -> pl.DataFrame:
+    """A run's metrics export: read in place when its artifacts are local files (the default store),
+    else downloaded through the client."""
+    if artifact_uri and artifact_uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        frame = pl.read_parquet(Path(unquote(urlparse(artifact_uri).path)) / METRICS_TABLE)
+    else:
+        with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
+            os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per run otherwise
+            frame = pl.read_parquet(client.download_artifacts(run_id, METRICS_TABLE, tmp))
+    return frame.with_columns(pl.lit(run_id).alias("run_id")).select(list(HISTORY_SCHEMA)).cast(HISTORY_SCHEMA)
 
 
 def log_artifacts(store: Store, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
@@ -288,13 +333,15 @@ class MlflowSink:
         self.closed = False
 
     def log_params(self, params: dict[str, Any]) -> None:
-        flat = [Param(k, _clip(_param_text(v), MAX_PARAM_CHARS)) for k, v in sorted(_flatten(params).items())]
+        """Log the params (flattened to key paths) in batches of at most 100."""
+        flat = [Param(k, _clip(_param_text(v), MAX_PARAM_CHARS)) for k, v in sorted(flatten(params).items())]
         start = time.perf_counter()
         for chunk in _chunks(flat, MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=list(chunk))
         self.write_seconds += time.perf_counter() - start
 
     def set_tags(self, tags: dict[str, str]) -> None:
+        """Set tags in one batch."""
         start = time.perf_counter()
         self.client.log_batch(
             self.run_id, tags=[RunTag(k, _clip(str(v), MAX_TAG_CHARS)) for k, v in tags.items()]
@@ -302,6 +349,7 @@ class MlflowSink:
         self.write_seconds += time.perf_counter() - start
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Log one step's metrics in batches of at most 1000, and keep them for the figures."""
         start = time.perf_counter()
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, int(step)) for k, v in metrics.items()]
@@ -311,6 +359,7 @@ class MlflowSink:
         self.write_seconds += time.perf_counter() - start
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Attach a file to the run."""
         start = time.perf_counter()
         self.client.log_artifact(self.run_id, str(path), artifact_path)
         self.write_seconds += time.perf_counter() - start
@@ -333,26 +382,32 @@ class MlflowSink:
                     self.client.log_image(self.run_id, image, key="segment_histogram", step=step)
         self.write_seconds += time.perf_counter() - start
 
+    def log_history(self) -> None:
+        """Every metric row as one long table (:data:`METRICS_TABLE`): the export readers use instead of
+        asking MLflow for each metric's history (:func:`history_table`)."""
+        if not self.rows:
+            return
+        start = time.perf_counter()
+        records = [(int(row["step"]), k, float(v)) for row in self.rows for k, v in row.items() if k != "step"]
+        table = pl.DataFrame(records, schema={"step": pl.Int64, "key": pl.String, "value": pl.Float64}, orient="row")
+        with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
+            path = Path(tmp) / Path(METRICS_TABLE).name
+            table.write_parquet(path)
+            self.client.log_artifact(self.run_id, str(path), str(Path(METRICS_TABLE).parent))
+        self.client.set_tag(self.run_id, names.METRICS_TABLE_TAG, METRICS_TABLE)
+        self.write_seconds += time.perf_counter() - start
+
     def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        """Write the history export and (``figures``) the figures, then end the run with ``status``."""
         if self.closed:
             return
         self.closed = True
         try:
+            self.log_history()
             if self.figures:
                 self.log_figures()
         finally:
             finish_run(self.client, self.run_id, status, reason)
-
-
-def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in params.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, path + "."))
-        else:
-            out[path] = value
-    return out
 
 
 def _param_text(value: Any) -> str:
@@ -372,8 +427,7 @@ def learning_curve_png(
     wanted = [k for k in keys if k in present] or [
         k
         for k in present
-        if k.rsplit("/", 1)[-1]
-        in {"compacted_success", "single_window_success", "success", "return", "compaction_rate"}
+        if k.rsplit("/", 1)[-1] in {names.SUCCESS, names.RETURN, names.COMPACTION_RATE}
     ]
     if not wanted:
         return None
@@ -393,7 +447,7 @@ def learning_curve_png(
 
 def _segment_bucket(key: str) -> int | None:
     # the credit layer's health summary writes counts as ``segments/count_<k>`` (optionally prefixed)
-    head, sep, tail = key.rpartition("segments/count_")
+    head, sep, tail = key.rpartition(SEG_COUNT)
     if not sep or (head and not head.endswith("/")) or not tail.isdigit():
         return None
     return int(tail)
@@ -504,9 +558,26 @@ def ui_command(store: Store, host: str = "127.0.0.1", port: int = 5000, workers:
     return cmd
 
 
-def port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        return sock.connect_ex((host, port)) != 0
+def check_listen(host: str, port: int) -> None:
+    """Raise ``ConfigError`` unless a server could listen on ``host:port``: the name resolves (IPv4 or
+    IPv6), the address belongs to this machine, and nothing listens on the port. Binds nothing for good."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError.invalid("--host", host, f"the name does not resolve ({reason}); give an address or "
+                                  "a name of this machine, e.g. 127.0.0.1") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is no clash
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError.invalid("--port", port, f"something already listens on {host}:{port}; "
+                                          "choose another") from None
+            raise ConfigError.invalid("--host", host, f"cannot listen there ({exc.strerror}); give an address "
+                                      "of this machine, e.g. 127.0.0.1") from None
 
 
 def wait_for_server(url: str, timeout: float = 60.0, alive: Callable[[], bool] = lambda: True) -> bool:

@@ -27,10 +27,12 @@ from torch import Tensor
 
 from simlab import (
     credit,
+    names,
     tasks,  # noqa: F401  (registers the simlab/ envs)
 )
 from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
+from simlab.errors import ConfigError, TrainingDiverged
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
 from simlab.harness.phases import phase_table
 from simlab.policy.agent import PolicyAgent
@@ -39,15 +41,16 @@ from simlab.policy.decode import score_tokens
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
+from simlab.stores import file_lock
 from simlab.summarisers import SUMMARISERS
-from simlab.update import TrainingDiverged, clipped_policy_loss, explained_variance, value_loss, weighted_entropy
+from simlab.update import clipped_policy_loss, explained_variance, value_loss, weighted_entropy
 
 
 def device_of(cfg: RunConfig) -> torch.device:
     if cfg.device == "auto":
         return default_device()
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("`device='cuda'` is invalid on this machine (no CUDA device); choose 'auto' or 'cpu'")
+        raise ConfigError.invalid("device", "cuda", "this machine has no CUDA device; choose 'auto' or 'cpu'")
     return torch.device(cfg.device)
 
 
@@ -170,37 +173,37 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
     finished = np.array([r.finished for r in rb.rollouts])
     segments = rb.batch.segments_per_rollout
     compacted = segments > 1
-    out = {
-        f"{prefix}/success": float(np.mean(rewards >= 1.0)),
-        f"{prefix}/return": float(rewards.mean()),
-        f"{prefix}/overlong_rate": float(1.0 - finished.mean()),
-        f"{prefix}/segments_mean": float(segments.mean()),
-        f"{prefix}/compaction_rate": float(compacted.mean()),
-        f"{prefix}/steps": float(np.mean([r.steps for r in rb.rollouts])),
-    }
-    out[f"{prefix}/summarised_success"] = float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan
     written = sum(r.summaries for r in rb.rollouts)
     held = sum(r.summaries_with_answer for r in rb.rollouts)
-    out[f"{prefix}/summary_holds_answer"] = held / written if written else math.nan
-    return out
+    out = {
+        names.SUCCESS: float(np.mean(rewards >= 1.0)),
+        names.RETURN: float(rewards.mean()),
+        names.OVERLONG_RATE: float(1.0 - finished.mean()),
+        names.SEGMENTS_MEAN: float(segments.mean()),
+        names.COMPACTION_RATE: float(compacted.mean()),
+        names.STEPS: float(np.mean([r.steps for r in rb.rollouts])),
+        names.SUMMARISED_SUCCESS: float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan,
+        names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan,
+    }
+    return {names.metric(prefix, k): v for k, v in out.items()}
 
 
 def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, float]:
     """What the trunk spent per episode: tokens processed, keys attended, forward MFLOPs."""
     tokens, keys = agent.prefilled_tokens / episodes, agent.attended_keys / episodes
     return {
-        f"{prefix}/tokens_per_episode": tokens,
-        f"{prefix}/keys_per_episode": keys,
-        f"{prefix}/mflops_per_episode": agent.policy.forward_flops(tokens, keys) / 1e6,
+        names.metric(prefix, names.TOKENS_PER_EPISODE): tokens,
+        names.metric(prefix, names.KEYS_PER_EPISODE): keys,
+        names.metric(prefix, names.MFLOPS_PER_EPISODE): agent.policy.forward_flops(tokens, keys) / 1e6,
     }
 
 
 def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> dict[str, float]:
     """Held-out success in both configurations: compacted (the run's harness) and single-window."""
     out: dict[str, float] = {}
-    configs = [("eval/compacted", cfg.harness)]
+    configs = [(names.EVAL_COMPACTED, cfg.harness)]
     if cfg.eval.single_window:
-        configs.append(("eval/single_window", cfg.harness.replace(trigger="none")))
+        configs.append((names.EVAL_SINGLE_WINDOW, cfg.harness.replace(trigger="none")))
     gen = torch.Generator(device=policy.device).manual_seed(cfg.eval_seed)
     for prefix, harness in configs:
         rb, _, agent = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
@@ -233,7 +236,8 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         opt.step()
         if sink is not None:
-            sink.log_metrics({"base/loss": float(loss), **rollout_metrics(rb, "base/teacher")}, step=step)
+            metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
+            sink.log_metrics(metrics, step=step)
         if progress is not None:
             progress(1)
 
@@ -253,10 +257,8 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
     path = Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
     if cfg.base.cache and path.exists():
         return path
-    from filelock import FileLock
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with file_lock(path, ".lock"):
         if cfg.base.cache and path.exists():  # another worker built it while we waited
             return path
         torch.manual_seed(cfg.base_seed)
@@ -299,12 +301,14 @@ class Trainer:
         return int(rng.integers(0, self.cfg.train_seed_limit - self.cfg.train.prompts))
 
     def rollout(self, step: int, *, pretrain: bool = False) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
+        """Roll out one step's prompts x G with the policy, on the step's prompt stream."""
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
                        group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
+        """The critic's values on the batch's tokens, or ``None`` without a critic."""
         if self.critic is None:
             return None
         self.critic.eval()
@@ -336,6 +340,7 @@ class Trainer:
         return batch, grids, est.advantages
 
     def update_policy(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        """The clipped policy update (``epochs`` passes in mini-batches); its loss diagnostics."""
         t = self.cfg.train
         reuse = self.first_epoch_scores_old()
         if reuse:  # filled by the first epoch, before its optimiser step
@@ -345,8 +350,8 @@ class Trainer:
             with torch.no_grad():  # old log-probs under the same masks the update uses (as verl recomputes them)
                 old = score(self.policy, tb, table, t.temperature).logprobs
         rows = tb.tokens.shape[0]
-        stats: dict[str, list[float]] = {"loss": [], "clip_fraction": [], "approx_kl": [], "entropy": [],
-                                         "grad_norm": []}
+        stats: dict[str, list[float]] = {names.LOSS_POLICY: [], names.LOSS_CLIP_FRACTION: [],
+                                         names.LOSS_APPROX_KL: [], names.LOSS_ENTROPY: [], names.LOSS_GRAD_NORM: []}
         self.policy.train()
         for epoch in range(t.epochs):
             self.opt.zero_grad(set_to_none=True)
@@ -364,19 +369,20 @@ class Trainer:
                 check_finite("policy loss", loss, step)
                 loss.backward()
                 total = total + loss.detach()
-                stats["clip_fraction"].append(st.clip_fraction)
-                stats["approx_kl"].append(st.approx_kl)
-                stats["entropy"].append(weighted_entropy(sc.entropy.detach(), w))
+                stats[names.LOSS_CLIP_FRACTION].append(st.clip_fraction)
+                stats[names.LOSS_APPROX_KL].append(st.approx_kl)
+                stats[names.LOSS_ENTROPY].append(weighted_entropy(sc.entropy.detach(), w))
             norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), t.max_grad_norm)
             check_finite("policy gradient norm", norm, step)
             self.opt.step()
-            stats["loss"].append(float(total))
-            stats["grad_norm"].append(float(norm))
+            stats[names.LOSS_POLICY].append(float(total))
+            stats[names.LOSS_GRAD_NORM].append(float(norm))
         # mini-batches made only of masked or dummy segments have no weighted entropy
         finite = {k: [x for x in v if math.isfinite(x)] for k, v in stats.items()}
-        return {f"loss/{k}": float(np.mean(v)) if v else math.nan for k, v in finite.items()}
+        return {k: float(np.mean(v)) if v else math.nan for k, v in finite.items()}
 
     def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
+        """``value_updates`` critic regressions on the value targets; the last value loss."""
         assert self.critic is not None
         t = self.cfg.train
         opt = self.critic_opt if self.critic_opt is not None else self.opt
@@ -396,9 +402,10 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
             opt.step()
             last = float(total)
-        return {"loss/value": last}
+        return {names.LOSS_VALUE: last}
 
     def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
+        """One RL step: rollouts, credit, updates (policy unless ``policy_update`` is False, critic), metrics."""
         t = self.cfg.train
         t0 = time.perf_counter()
         rb, env, agent = self.rollout(step, pretrain=not policy_update)
@@ -418,20 +425,20 @@ class Trainer:
         if "targets" in grids:
             metrics.update(self.update_critic(tb, table, grids, step))
             assert values is not None
-            metrics["loss/explained_variance"] = explained_variance(values, grids["targets"], tb.optimised)
+            metrics[names.LOSS_EXPLAINED_VARIANCE] = explained_variance(values, grids["targets"], tb.optimised)
         t_update = time.perf_counter() - t1
-        metrics.update(rollout_metrics(rb, "train"))
+        metrics.update(rollout_metrics(rb, names.TRAIN))
         metrics.update(self.health(batch, adv))
         optimised = int(batch.seg_tokens.sum())
         update_tokens = int(tb.tokens.ne(0).sum()) * self.update_passes(policy_update, "targets" in grids)
         metrics.update({
-            "perf/rollout_s": t_roll, "perf/update_s": t_update,
-            "perf/env_steps_per_s": sum(r.steps for r in rb.rollouts) / max(t_roll, 1e-9),
-            "perf/rollout_tokens": trunk_tokens,
-            "perf/rollout_tokens_per_s": trunk_tokens / max(t_roll, 1e-9),
-            "perf/update_tokens": update_tokens,
-            "perf/update_tokens_per_s": update_tokens / max(t_update, 1e-9),
-            "perf/optimised_tokens": optimised,
+            names.PERF_ROLLOUT_S: t_roll, names.PERF_UPDATE_S: t_update,
+            names.PERF_ENV_STEPS_PER_S: sum(r.steps for r in rb.rollouts) / max(t_roll, 1e-9),
+            names.PERF_ROLLOUT_TOKENS: trunk_tokens,
+            names.PERF_ROLLOUT_TOKENS_PER_S: trunk_tokens / max(t_roll, 1e-9),
+            names.PERF_UPDATE_TOKENS: update_tokens,
+            names.PERF_UPDATE_TOKENS_PER_S: update_tokens / max(t_update, 1e-9),
+            names.PERF_OPTIMISED_TOKENS: optimised,
         })
         return metrics
 
@@ -455,11 +462,12 @@ class Trainer:
         return passes
 
     def health(self, batch: SegmentBatch, adv: np.ndarray) -> dict[str, float]:
+        """The credit layer's health summary of the batch, and its advantages against the reference."""
         t = self.cfg.train
         lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
         opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,
                                            lam=t.lam, **lam_opts)
-        out = {f"health/{k}": v for k, v in credit.health.summary(batch, opts).items()}
+        out = {names.health(k): v for k, v in credit.health.summary(batch, opts).items()}
         if batch.values is not None:  # a GAE run: its advantages against the concatenated reference
             out.update(credit.health.advantage_error(batch, adv, **t.estimator_options()))
         else:  # a group run: its advantages against rollout-group statistics (SUPO eq. 3)
@@ -493,7 +501,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
     final: dict[str, float] = {}
     with contextlib.closing(bar):
         for step in range(t.value_pretrain_steps):  # critic-only steps (CompactionRL's value pretraining)
-            sink.log_metrics({f"pretrain/{k}": v for k, v in trainer.step(step, policy_update=False).items()},
+            sink.log_metrics({names.PRETRAIN + k: v for k, v in trainer.step(step, policy_update=False).items()},
                              step=step)
             bar.update(1)
         for step in range(t.steps + 1):

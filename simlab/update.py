@@ -12,15 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-
-class TrainingDiverged(RuntimeError):
-    """A loss, gradient or the policy's logits became NaN or infinite; nothing was written after it."""
+from simlab.schema import POSITIVE, check_value
 
 
 def check_clip(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"`{name}={value!r}` is invalid; choose a value > 0")
-    return float(value)
+    """``value`` as a float, or ``ConfigError`` unless it is a finite number > 0 (a clip range)."""
+    return float(check_value(name, value, POSITIVE))
 
 
 @dataclass(frozen=True)

@@ -1,96 +1,70 @@
-"""Task configurations (frozen dataclasses) and the validation helpers every simlab config uses.
+"""Task configurations: one section per task, validated when built (see :mod:`simlab.schema`).
 
-Each field has a docstring; ``validate`` is the one place that checks them. Errors name the key path,
-the bad value and the allowed range, Optuna style: ``"`task.noise=1.5` is invalid; choose ..."``.
+Each field has a docstring and a rule that says what it allows; :meth:`TaskConfig.check` holds the
+rules that involve several fields. Errors name the key path, the bad value and the allowed range,
+Optuna style: ``"`task.noise=1.5` is invalid; choose a value in [0, 1]"``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-from numbers import Integral, Real
-from typing import Any
+from typing import Annotated
 
+from simlab.errors import ConfigError
+from simlab.schema import IntIn, Pair, RealIn, Section, int_text, section
 from simlab.tasks import vocab
 
-
-class ConfigError(ValueError):
-    """A configuration value is out of range; the message names the key path and the allowed range."""
-
-
-def check_int(path: str, value: Any, lo: int, hi: int | None = None) -> None:
-    """Raise ``ConfigError`` unless ``value`` is an integer in ``[lo, hi]``."""
-    ok = isinstance(value, Integral) and not isinstance(value, bool)
-    if ok and value >= lo and (hi is None or value <= hi):
-        return
-    allowed = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
-    raise ConfigError(f"`{path}={value!r}` is invalid; choose {allowed}")
+TOKENS = 4096
+"""Largest vocabulary, horizon or observation length a task takes."""
+Unit = Annotated[float, RealIn(0.0, 1.0)]
+"""A probability or fraction in [0, 1]."""
+Signed = Annotated[float, RealIn(-1.0, 1.0)]
+"""A knob in [-1, 1]."""
 
 
-def check_float(
-    path: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False
-) -> None:
-    """Raise ``ConfigError`` unless ``value`` is a finite real in the stated interval."""
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(float(value))
-    if ok:
-        v = float(value)
-        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ConfigError(f"`{path}={value!r}` is invalid; choose a value in {interval}")
-
-
-def check_range_pair(path: str, value: Any, lo: int, hi: int | None = None) -> None:
-    """A ``(min, max)`` pair of integers with ``lo <= min <= max (<= hi)``."""
-    if not (isinstance(value, (tuple, list)) and len(value) == 2):
-        raise ConfigError(f"`{path}={value!r}` is invalid; give a (min, max) pair of integers")
-    check_int(f"{path}[0]", value[0], lo, hi)
-    check_int(f"{path}[1]", value[1], int(value[0]), hi)
-
-
-def check_choice(path: str, value: Any, choices: tuple[Any, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"`{path}={value!r}` is invalid; choose one of {choices}")
-
-
-@dataclass(frozen=True)
-class TaskConfig:
+@section
+class TaskConfig(Section):
     """Controls every simlab task has."""
 
-    vocab_size: int = 48
+    SECTION = "task"
+
+    vocab_size: Annotated[int, IntIn(vocab.FIRST_CONTENT + 1, TOKENS)] = 48
     """Total vocabulary V, specials included; content ids are 16..V-1."""
-    horizon: tuple[int, int] = (16, 24)
+    horizon: Annotated[tuple[int, int], Pair(2, TOKENS)] = (16, 24)
     """(min, max) steps before the query, drawn uniformly per instance."""
-    obs_tokens: tuple[int, int] = (4, 8)
+    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (4, 8)
     """(min, max) tokens per observation, drawn uniformly per step."""
-    tail_prob: float = 0.0
+    tail_prob: Unit = 0.0
     """Probability that a step's observation is a heavy-tail one of ``tail_tokens`` tokens."""
-    tail_tokens: int = 32
+    tail_tokens: Annotated[int, IntIn(1, TOKENS)] = 32
     """Length of a heavy-tail observation (makes the discard rule matter)."""
-    noise: float = 0.0
+    noise: Unit = 0.0
     """Action slip: with this probability the env executes a random action instead of the chosen one."""
-    hard_frac: float = 0.25
+    hard_frac: Unit = 0.25
     """Fraction of instances made unsolvable except by chance (the decisive fact or link is withheld)."""
-    compaction_reward_corr: float = 0.0
+    compaction_reward_corr: Signed = 0.0
     """In [-1, 1]: >0 pads easy instances with extra distractor tokens (more compactions, more success),
     <0 pads the hard ones; |value| scales the padding. 0 pads nothing."""
-    corr_pad_tokens: int = 8
+    corr_pad_tokens: Annotated[int, IntIn(0, TOKENS)] = 8
     """Extra distractor tokens per observation at ``|compaction_reward_corr| = 1``."""
 
-    def validate(self, prefix: str = "task") -> None:
-        """Check every field; the one place task controls are validated."""
-        check_int(f"{prefix}.vocab_size", self.vocab_size, vocab.FIRST_CONTENT + self.min_content(), 4096)
-        check_range_pair(f"{prefix}.horizon", self.horizon, 2, 4096)
-        check_range_pair(f"{prefix}.obs_tokens", self.obs_tokens, self.min_obs_tokens(), 4096)
-        check_float(f"{prefix}.tail_prob", self.tail_prob, 0.0, 1.0)
-        check_int(f"{prefix}.tail_tokens", self.tail_tokens, self.min_obs_tokens(), 4096)
-        check_float(f"{prefix}.noise", self.noise, 0.0, 1.0)
-        check_float(f"{prefix}.hard_frac", self.hard_frac, 0.0, 1.0)
-        check_float(f"{prefix}.compaction_reward_corr", self.compaction_reward_corr, -1.0, 1.0)
-        check_int(f"{prefix}.corr_pad_tokens", self.corr_pad_tokens, 0, 4096)
+    def check(self) -> None:
+        """The bounds that depend on the task's structure (``min_content``, ``min_obs_tokens``)."""
+        least = vocab.FIRST_CONTENT + self.min_content()
+        if self.vocab_size < least:
+            raise self.invalid("vocab_size", int_text(least, TOKENS))
+        shortest = self.min_obs_tokens()
+        if self.obs_tokens[0] < shortest:
+            raise self.invalid("obs_tokens", int_text(shortest, TOKENS), suffix="[0]")
+        if self.tail_tokens < shortest:
+            raise self.invalid("tail_tokens", int_text(shortest, TOKENS))
+
+    def validate(self) -> None:
+        """Check every field again (a section is already checked when it is built)."""
+        type(self)(**self.as_dict())
 
     @property
     def num_content(self) -> int:
+        """Content tokens: the vocabulary beyond the specials."""
         return self.vocab_size - vocab.FIRST_CONTENT
 
     def min_content(self) -> int:
@@ -105,75 +79,56 @@ class TaskConfig:
         """Longest regular observation (before padding and heavy tail): what the window check assumes."""
         return int(self.obs_tokens[1])
 
-    def replace(self, **changes: Any) -> TaskConfig:
-        """A copy with ``changes`` applied and validated; unknown keys name the valid ones."""
-        names = {f.name for f in fields(self)}
-        for key in changes:
-            if key not in names:
-                raise ConfigError(
-                    f"`task.{key}` is not a field of {type(self).__name__}; choose one of {sorted(names)}"
-                )
-        kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key, value in changes.items():
-            kwargs[key] = tuple(value) if isinstance(value, list) else value
-        new = type(self)(**kwargs)
-        new.validate()
-        return new
 
-
-@dataclass(frozen=True)
+@section
 class KeyRecallConfig(TaskConfig):
     """The memory task: facts among distractors, one of them asked about at the end."""
 
-    num_facts: int = 6
+    num_facts: Annotated[int, IntIn(1, 1024)] = 6
     """Facts per instance (distinct keys)."""
-    fact_frac: float = 0.5
+    fact_frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.5
     """Facts appear in the first ``fact_frac`` of the horizon, so the asked one has left the window."""
-    zipf: float = 1.2
+    zipf: Annotated[float, RealIn(0.0, 10.0)] = 1.2
     """Query prior: key of rank r (0 = lowest id) is asked with weight (r+1)^-zipf among the facts shown."""
 
     def min_content(self) -> int:
-        return 2 * max(self.num_facts, 2) if isinstance(self.num_facts, int) else 4
+        """Two content tokens per fact (a key and its value), for at least two facts."""
+        return 2 * max(self.num_facts, 2)
 
     def min_obs_tokens(self) -> int:
-        return 3  # FACT key value
+        """``FACT key value``."""
+        return 3
 
-    def validate(self, prefix: str = "task") -> None:
-        check_int(f"{prefix}.num_facts", self.num_facts, 1, 1024)
-        super().validate(prefix)
-        check_float(f"{prefix}.fact_frac", self.fact_frac, 0.0, 1.0, lo_open=True)
-        check_float(f"{prefix}.zipf", self.zipf, 0.0, 10.0)
+    def check(self) -> None:
+        """One fact per step before the query: ``num_facts <= horizon[0] - 1``."""
         if self.num_facts > self.horizon[0] - 1:
-            raise ConfigError(
-                f"`{prefix}.num_facts={self.num_facts}` is invalid; choose an integer in "
-                f"[1, {self.horizon[0] - 1}] (horizon[0] - 1, one fact per step)"
+            raise self.invalid(
+                "num_facts", f"choose an integer in [1, {self.horizon[0] - 1}] (horizon[0] - 1, one fact per step)"
             )
+        super().check()
 
 
-@dataclass(frozen=True)
+@section
 class PointerChaseConfig(TaskConfig):
     """The state task: follow a chain of links, keep a running sum, answer it at the end."""
 
-    num_nodes: int = 12
+    num_nodes: Annotated[int, IntIn(2, 1024)] = 12
     """Distinct nodes (content tokens) the chain walks over."""
-    num_pairs: int = 2
+    num_pairs: Annotated[int, IntIn(1, 64)] = 2
     """LINK pairs per table: one true, the rest distractors."""
-    obs_tokens: tuple[int, int] = (8, 10)
+    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (8, 10)
     """(min, max) tokens per observation; at least 1 + 3 * num_pairs (step index and links)."""
 
     def min_content(self) -> int:
-        return max(self.num_nodes, 2) if isinstance(self.num_nodes, int) else 4
+        """One content token per node."""
+        return max(self.num_nodes, 2)
 
     def min_obs_tokens(self) -> int:
-        return 2 + 3 * self.num_pairs if isinstance(self.num_pairs, int) else 2
-
-    def validate(self, prefix: str = "task") -> None:
-        check_int(f"{prefix}.num_nodes", self.num_nodes, 2, 1024)
-        check_int(f"{prefix}.num_pairs", self.num_pairs, 1, 64)
-        super().validate(prefix)
+        """The step index and ``num_pairs`` LINK triples."""
+        return 2 + 3 * self.num_pairs
 
 
-@dataclass(frozen=True)
+@section
 class PeekReadConfig(TaskConfig):
     """The behaviour-cost task: every step the agent peeks (a short observation) or reads (a long one).
 
@@ -182,31 +137,38 @@ class PeekReadConfig(TaskConfig):
     ``read_payoff`` sets what reading is worth.
     """
 
-    obs_tokens: tuple[int, int] = (3, 4)
+    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (3, 4)
     """(min, max) tokens of a peek (at least 3: a peek can hold ``FACT key value``)."""
-    read_tokens: tuple[int, int] = (12, 14)
+    read_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (12, 14)
     """(min, max) tokens of a read (at least 3 longer than a peek, so reading costs context)."""
-    read_payoff: float = 1.0
+    read_payoff: Signed = 1.0
     """In [-1, 1]: what reading is worth. > 0: the fact is in the read of its step, and a peek at that
     step shows it only with probability 1 - read_payoff (reading pays). < 0: peeks and reads both show
     the fact, and each later step (before the query) is a trap with probability |read_payoff|: reading
     there breaks the episode (long detours are traps). 0: peeks and reads carry the same fact and no
     step is a trap (the control: reading only costs context)."""
-    fact_frac: float = 0.2
+    fact_frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.2
     """The fact opens the observation of a step in the first ``fact_frac`` of the horizon (at least the
     first step; the default keeps it there for horizons under 10)."""
 
     def min_content(self) -> int:
-        return 6  # two action tokens, two keys, two values
+        """Two action tokens, two keys, two values."""
+        return 6
 
     def min_obs_tokens(self) -> int:
-        return 3  # FACT key value
+        """``FACT key value``."""
+        return 3
 
     def max_obs_tokens(self) -> int:
+        """The longer of a peek and a read."""
         return max(int(self.obs_tokens[1]), int(self.read_tokens[1]))
 
-    def validate(self, prefix: str = "task") -> None:
-        super().validate(prefix)
-        check_range_pair(f"{prefix}.read_tokens", self.read_tokens, self.obs_tokens[1] + 3, 4096)
-        check_float(f"{prefix}.read_payoff", self.read_payoff, -1.0, 1.0)
-        check_float(f"{prefix}.fact_frac", self.fact_frac, 0.0, 1.0, lo_open=True)
+    def check(self) -> None:
+        """A read is at least 3 tokens longer than the longest peek."""
+        super().check()
+        least = self.obs_tokens[1] + 3
+        if self.read_tokens[0] < least:
+            raise self.invalid("read_tokens", int_text(least, TOKENS), suffix="[0]")
+
+
+__all__ = ["ConfigError", "KeyRecallConfig", "PeekReadConfig", "PointerChaseConfig", "TaskConfig"]

@@ -130,6 +130,7 @@ class StepState:
 
 
 def initial_state(n: int) -> StepState:
+    """The state of ``n`` fresh episodes: no steps taken, none failed."""
     return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_))
 
 

@@ -16,6 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from simlab.schema import BATCH_MAX, IntIn, check_value
 from simlab.tasks import core, keyrecall, peekread, pointerchase, vocab
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 from simlab.tasks.core import IntArray
@@ -71,9 +72,7 @@ def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, A
     cfg = config if config is not None else task.config_cls()
     if not isinstance(cfg, task.config_cls):
         raise TypeError(f"config must be a {task.config_cls.__name__}, got {type(cfg).__name__}")
-    cfg = cfg.replace(**overrides) if overrides else cfg
-    cfg.validate()
-    return cfg
+    return cfg.replace(**overrides) if overrides else cfg  # a section is checked whenever it is built
 
 
 def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
@@ -122,6 +121,7 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
+        """Draw a fresh instance (from ``seed``, else the next one of the env's stream); its prompt."""
         super().reset(seed=seed)
         if seed is not None:
             self._base, self._episode = int(seed), 0
@@ -135,6 +135,7 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
         return self.instances.prompt[0].copy(), {"hard": bool(self.instances.hard[0])}
 
     def step(self, action: int) -> tuple[IntArray, float, bool, bool, dict[str, Any]]:
+        """Play ``action``; the next observation, the reward, and whether the episode ended."""
         if self.instances is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(action, self.config.vocab_size).reshape(1)
@@ -160,8 +161,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"`num_envs={num_envs!r}` is invalid; choose an integer >= 1")
+        check_value("num_envs", num_envs, IntIn(1, BATCH_MAX))
         self.config = _configure(self.task, config, overrides)
         self.num_envs = num_envs
         self.render_mode = render_mode
@@ -187,6 +187,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
+        """Draw a fresh instance per env (``seed``: an int gives env i ``seed + i``, a list one each); the prompts."""
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             if len(seeds) != self.num_envs:
@@ -206,6 +207,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         return self.instances.prompt.copy(), {"hard": self.instances.hard.copy()}
 
     def step(self, actions: IntArray) -> tuple[IntArray, Any, Any, Any, dict[str, Any]]:
+        """Play one action per env; finished envs start their next instance on the following step."""
         if self.instances is None or self._next is None or self._base is None:
             raise RuntimeError("call reset() before step()")
         a = _check_actions(actions, self.config.vocab_size).reshape(self.num_envs)
@@ -264,7 +266,7 @@ _TASK_DOC = """
 """
 
 
-class KeyRecallEnv(TokenTaskEnv):
+class KeyRecallEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """KeyRecall: remember the fact that will be asked about.
 
@@ -279,12 +281,12 @@ class KeyRecallEnv(TokenTaskEnv):
     task = KEY_RECALL
 
 
-class KeyRecallVectorEnv(TokenTaskVectorEnv):
+class KeyRecallVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = KeyRecallEnv.__doc__
     task = KEY_RECALL
 
 
-class PointerChaseEnv(TokenTaskEnv):
+class PointerChaseEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """PointerChase: follow links, keep a running sum.
 
@@ -298,12 +300,12 @@ class PointerChaseEnv(TokenTaskEnv):
     task = POINTER_CHASE
 
 
-class PointerChaseVectorEnv(TokenTaskVectorEnv):
+class PointerChaseVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = PointerChaseEnv.__doc__
     task = POINTER_CHASE
 
 
-class PeekReadEnv(TokenTaskEnv):
+class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = (
         """PeekRead: what the agent reads sets how much context it spends.
 
@@ -322,6 +324,6 @@ class PeekReadEnv(TokenTaskEnv):
     task = PEEK_READ
 
 
-class PeekReadVectorEnv(TokenTaskVectorEnv):
+class PeekReadVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
     __doc__ = PeekReadEnv.__doc__
     task = PEEK_READ

@@ -24,6 +24,7 @@ def value_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
 
 
 def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
+    """The prompt: ``TASK`` and the number of facts (as a content token)."""
     return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
 
 
@@ -101,6 +102,7 @@ class FactSolver:
         return known
 
     def answer(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        """The asked key's value if a fact in the context gives it, else a guess."""
         q = np.flatnonzero(ctx == vocab.QUERY)
         known = self.facts(ctx)
         if q.size and int(ctx[q[-1] - 1]) in known:
@@ -121,9 +123,11 @@ class KeyRecallSolver(FactSolver):
         self.cfg = cfg
 
     def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        """``NEXT``: actions before the query change nothing."""
         return vocab.NEXT
 
     def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
+        """``m`` tokens: up to ``m // 2`` (key, value) pairs chosen by ``mode``, PAD-filled."""
         known = self.facts(ctx)
         if mode == "recency":
             chosen = list(known)[::-1]

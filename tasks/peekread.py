@@ -36,6 +36,7 @@ def value_tokens(cfg: PeekReadConfig) -> tuple[int, int]:
 
 
 def prompt_tokens(cfg: PeekReadConfig) -> list[int]:
+    """The prompt: ``TASK`` alone."""
     return [vocab.TASK]  # nothing tells the agent what reading is worth: it has to find out
 
 
@@ -120,15 +121,18 @@ class PeekReadSolver(FactSolver):
         self.cfg = cfg
 
     def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        """The last action in the context again (a sticky route), else a coin between peek and read."""
         acts = np.flatnonzero(ctx[:-1] == vocab.ACT)
         if acts.size and int(ctx[acts[-1] + 1]) in (PEEK, READ):
             return int(ctx[acts[-1] + 1])
         return READ if rng.random() < READ_PROB else PEEK
 
     def oracle_act(self, ctx: IntArray, target: int, rng: np.random.Generator) -> int:
+        """Read while reading pays and the asked fact is unknown; peek otherwise."""
         return READ if self.cfg.read_payoff > 0 and target not in self.facts(ctx) else PEEK
 
     def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
+        """``m`` tokens: the known facts (the asked one first for ``oracle``, newest first otherwise), PAD-filled."""
         known = self.facts(ctx)
         chosen = sorted(known, key=lambda k: k != target) if mode == "oracle" else list(known)[::-1]
         out = np.full(m, vocab.PAD, dtype=np.int64)

@@ -16,6 +16,7 @@ from simlab.tasks.core import IntArray, KeyArray
 
 
 def prompt_tokens_len(cfg: PointerChaseConfig) -> int:
+    """The prompt's length: TASK, the start node and the first table."""
     return 2 + 3 * cfg.num_pairs  # TASK, start node, the first table
 
 
@@ -118,6 +119,7 @@ class PointerChaseSolver:
         return -1
 
     def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        """The node the current one links to in the latest table in the context, else a guess."""
         _, pos, _, nxt = self.state(ctx)
         move = self._next(ctx, pos, nxt)
         if move < 0:
@@ -125,9 +127,11 @@ class PointerChaseSolver:
         return self.nodes[0] + move
 
     def answer(self, ctx: IntArray, rng: np.random.Generator) -> int:
+        """The running sum mod the node count, as a node token."""
         return self.nodes[0] + self.state(ctx)[2]
 
     def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
+        """``m`` tokens: the tracked state (``relevant``, ``oracle``) or the newest content (``recency``)."""
         out = np.full(m, vocab.PAD, dtype=np.int64)
         if mode == "recency":
             content = ctx[ctx >= vocab.FIRST_CONTENT][-m:]

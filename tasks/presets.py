@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from simlab.tasks.config import ConfigError, KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
+from simlab.schema import NameIn, check_value
+from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 
 @dataclass(frozen=True)
 class Preset:
+    """A task config with the harness, policy, base and train settings it was calibrated under."""
+
     name: str
     env_id: str
     """The Gymnasium id, e.g. ``simlab/KeyRecall-v0``."""
@@ -108,7 +111,10 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def get_preset(name: str) -> Preset:
-    if name not in PRESETS:
-        raise ConfigError(f"`task={name!r}` is invalid; choose one of {tuple(PRESETS)}")
-    return PRESETS[name]
+PRESET_NAMES = NameIn(lambda: PRESETS)
+"""The rule of ``task.preset``: a preset's name."""
+
+
+def get_preset(name: str, key: str = "task.preset") -> Preset:
+    """The preset called ``name``; an unknown name (or a value that is no name) lists the valid ones."""
+    return PRESETS[check_value(key, name, PRESET_NAMES)]

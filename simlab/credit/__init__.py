@@ -5,7 +5,6 @@ Pure array code with no knowledge of tasks or models. See :mod:`.estimators` (ad
 """
 
 from simlab.credit import health
-from simlab.credit.batch import SegmentBatch
 from simlab.credit.estimators import (
     ESTIMATORS,
     Estimate,
@@ -17,6 +16,7 @@ from simlab.credit.estimators import (
 )
 from simlab.credit.lambdas import LAMBDA_READINGS, segment_lambdas
 from simlab.credit.normalisers import NORMALISERS, loss_weights, row_weights
+from simlab.segments import SegmentBatch
 
 __all__ = [
     "ESTIMATORS",

@@ -19,15 +19,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from simlab.credit import kernels
-from simlab.credit.batch import FloatArray, SegmentBatch
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.registry import Registry
+from simlab.schema import RealIn, check_value
+from simlab.segments import FloatArray, SegmentBatch
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ def _group_advantage(
 
     weight_r is how many times rollout r enters its group's statistics (1: per rollout; K_r: per segment).
     """
-    if isinstance(eps, bool) or not isinstance(eps, Real) or not eps >= 0:
-        raise ValueError(f"`eps={eps!r}` is invalid; choose a value >= 0")
+    check_value("eps", eps, RealIn(0.0))
     g, rewards, ng = batch.groups, batch.rewards, batch.num_groups
     rollouts = np.bincount(g, minlength=ng)
     count = np.bincount(g, weights=weight, minlength=ng)
@@ -239,7 +238,7 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
 
 
 def estimator_family(name: str) -> str:
-    """ "gae" for estimators that need critic values, "group" for the rest."""
+    """The family of an estimator: ``gae`` when it needs critic values, ``group`` otherwise."""
     return "gae" if ESTIMATORS.canonical(name).startswith("gae") else "group"
 
 

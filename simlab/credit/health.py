@@ -11,17 +11,17 @@ can differ at all.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from simlab.credit.batch import BoolArray, FloatArray, IntArray, SegmentBatch
+from simlab import names
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.credit.normalisers import row_weights
+from simlab.segments import BoolArray, FloatArray, IntArray, SegmentBatch, within_group_stats
 
-QUANTILES = (0.1, 0.5, 0.9)
+QUANTILES = names.QUANTILES
 
 
 def segment_count_distribution(batch: SegmentBatch) -> dict[int, int]:
@@ -78,32 +78,8 @@ def within_group(batch: SegmentBatch) -> dict[str, float]:
     return within_group_stats(batch.segments_per_rollout, batch.rewards, batch.groups)
 
 
-def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
-    """How much the segment count K varies inside prompt groups, and how it goes with reward there.
-
-    Args:
-        segments: (R,) K of each rollout; rewards: (R,) its terminal reward; groups: (R,) its prompt
-            group, as codes 0..num_groups-1.
-
-    ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
-    pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
-    group means (NaN when either has no within-group variation). Group-relative statistics see only
-    this variation: between-group differences in K cancel in them. A singleton group has SD 0 and
-    adds nothing to the correlation.
-    """
-    k = np.asarray(segments, dtype=np.float64)
-    r = np.asarray(rewards, dtype=np.float64)
-    g = np.asarray(groups)
-    size = np.bincount(g)
-    used = size > 0
-
-    def centred(x: FloatArray) -> FloatArray:
-        return x - (np.bincount(g, weights=x, minlength=size.size)[used] / size[used])[np.cumsum(used)[g] - 1]
-
-    dk, dr = centred(k), centred(r)
-    sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])
-    den = math.sqrt(float(dk @ dk) * float(dr @ dr))
-    return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
+WITHIN_GROUP_KEYS = {"segments_sd": names.WITHIN_GROUP_SD, "corr": names.WITHIN_GROUP_CORR}
+""":func:`within_group_stats`' keys as the health summary names them."""
 
 
 def n_after_distribution(batch: SegmentBatch) -> IntArray:
@@ -140,7 +116,7 @@ def group_advantage_gap(batch: SegmentBatch, adv: FloatArray, **group_options: A
     mask = batch.token_mask
     norm = float(np.linalg.norm(ref[mask]))
     gap = float(np.linalg.norm(adv[mask] - ref[mask])) / norm if norm > 0 else float("nan")
-    return {"adv_error/rollout_group/rel_l2": gap}
+    return {names.ADV_ERROR_ROLLOUT_GROUP: gap}
 
 
 def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) -> dict[str, float]:
@@ -158,13 +134,17 @@ def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) ->
         return {}
     ref = advantages(batch, "gae_concat", **gae_options)
     out: dict[str, float] = {}
-    for name, rows in (("final", batch.is_last_segment), ("pre_final", batch.is_real & ~batch.is_last_segment)):
+    parts = (
+        (names.ADV_ERROR_FINAL_REL_L2, names.ADV_ERROR_FINAL_CORR, batch.is_last_segment),
+        (names.ADV_ERROR_PRE_FINAL_REL_L2, names.ADV_ERROR_PRE_FINAL_CORR, batch.is_real & ~batch.is_last_segment),
+    )
+    for rel_l2, corr, rows in parts:
         mask = batch.token_mask & rows[:, None]
         a, r = adv[mask], ref[mask]
         norm = float(np.linalg.norm(r))
-        out[f"adv_error/{name}/rel_l2"] = float(np.linalg.norm(a - r)) / norm if norm > 0 else float("nan")
+        out[rel_l2] = float(np.linalg.norm(a - r)) / norm if norm > 0 else float("nan")
         ok = a.size > 1 and a.std() > 0 and r.std() > 0
-        out[f"adv_error/{name}/corr"] = float(np.corrcoef(a, r)[0, 1]) if ok else float("nan")
+        out[corr] = float(np.corrcoef(a, r)[0, 1]) if ok else float("nan")
     return out
 
 
@@ -181,34 +161,35 @@ class HealthOptions:
 
 
 def summary(batch: SegmentBatch, opts: HealthOptions | None = None) -> dict[str, float]:
-    """Flat ``{metric: float}`` of every health quantity, ready for batched logging."""
+    """Flat ``{metric: float}`` of every health quantity, ready for batched logging (names in
+    :mod:`simlab.names`: :data:`~simlab.names.HEALTH_KEYS` and one ``segments/count_<k>`` per count)."""
     opts = opts or HealthOptions()
     k = batch.segments_per_rollout
     out: dict[str, float] = {
-        "segments/mean": float(k.mean()),
-        "segments/max": float(k.max()),
-        "compaction_rate": float(np.mean(k > 1)),
-        "baseline_shift/mean": float(baseline_shift(batch).mean()),
+        names.SEG_MEAN: float(k.mean()),
+        names.SEG_MAX: float(k.max()),
+        names.HEALTH_COMPACTION_RATE: float(np.mean(k > 1)),
+        names.BASELINE_SHIFT_MEAN: float(baseline_shift(batch).mean()),
     }
     for q in QUANTILES:
-        out[f"segments/q{int(q * 100)}"] = float(np.quantile(k, q))
+        out[names.SEG_QUANTILE.format(q=int(q * 100))] = float(np.quantile(k, q))
     for count, n in segment_count_distribution(batch).items():
-        out[f"segments/count_{count}"] = float(n)
+        out[names.seg_count(count)] = float(n)
     loss_share, token_share = compacting_shares(batch, opts.normaliser, overlong_mask=opts.overlong_mask)
-    out["longer/loss_share"] = loss_share
-    out["longer/token_share"] = token_share
-    out["longer/rate"] = float(longer_rollouts(batch).mean())
+    out[names.LONGER_LOSS_SHARE] = loss_share
+    out[names.LONGER_TOKEN_SHARE] = token_share
+    out[names.LONGER_RATE] = float(longer_rollouts(batch).mean())
     for key, value in within_group(batch).items():
-        out[f"within_group/{key}"] = value
+        out[WITHIN_GROUP_KEYS[key]] = value
     n_after = n_after_distribution(batch)
     for q in QUANTILES:
-        out[f"n_after/q{int(q * 100)}"] = float(np.quantile(n_after, q))
+        out[names.N_AFTER_QUANTILE.format(q=int(q * 100))] = float(np.quantile(n_after, q))
     lam_opts = {"alpha": opts.alpha, "response_cap": opts.response_cap} if isinstance(opts.lam, str) else {}
     lam = effective_lambda(batch, opts.lam, **lam_opts)
-    out["lambda/mean"] = float(lam.mean())
-    out["lambda/min"] = float(lam.min())
+    out[names.LAMBDA_MEAN] = float(lam.mean())
+    out[names.LAMBDA_MIN] = float(lam.min())
     fsw = first_segment_weight(batch, gamma=opts.gamma, lam=opts.lam, **lam_opts)
     multi = k > 1
-    out["first_segment_weight/mean"] = float(fsw[multi].mean()) if multi.any() else 1.0
-    out["first_segment_weight/min"] = float(fsw.min())
+    out[names.FIRST_SEGMENT_WEIGHT_MEAN] = float(fsw[multi].mean()) if multi.any() else 1.0
+    out[names.FIRST_SEGMENT_WEIGHT_MIN] = float(fsw.min())
     return out

@@ -21,43 +21,6 @@ from numpy.typing import NDArray
 _jit = numba.njit(cache=True, nogil=True)
 
 
-def broadcast_rows(
-    per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
-) -> NDArray[np.float64]:
-    """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
-    out = np.zeros((seg_tokens.size, width))
-    _broadcast_rows(out, per_row, seg_tokens)
-    return out
-
-
-@_jit
-def _broadcast_rows(
-    out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
-) -> None:
-    for s in range(seg_tokens.size):
-        x = per_row[s]
-        if x != 0.0:
-            for t in range(seg_tokens[s]):
-                out[s, t] = x
-
-
-@_jit
-def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
-    """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
-    out = np.zeros(seg_tokens.size, dtype=np.int64)
-    running = 0
-    current = -2
-    for s in range(seg_tokens.size - 1, -1, -1):
-        if seg_rollout[s] < 0:
-            continue
-        if seg_rollout[s] != current:
-            current = seg_rollout[s]
-            running = 0
-        out[s] = running
-        running += seg_tokens[s]
-    return out
-
-
 def gae(
     values: NDArray[np.float64],
     seg_tokens: NDArray[np.int64],

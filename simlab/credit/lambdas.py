@@ -9,12 +9,12 @@ reading is a sweep axis, not a detail.
 from __future__ import annotations
 
 from collections.abc import Callable
-from numbers import Real
 
 import numpy as np
 
-from simlab.credit.batch import FloatArray, SegmentBatch
 from simlab.registry import Registry
+from simlab.schema import POSITIVE, UNIT_OPEN, Either, check_value
+from simlab.segments import FloatArray, SegmentBatch
 
 LambdaReading = Callable[..., FloatArray]
 """(batch, *, alpha, response_cap) -> (S,) length l per row used in lam = 1 - 1/(alpha*l)."""
@@ -27,9 +27,7 @@ def response_cap_length(batch: SegmentBatch, *, response_cap: float | None = Non
     """l = the per-response token cap (one constant for the whole batch; CompactionRL: 10,240)."""
     if response_cap is None:
         raise ValueError("lam='response_cap' needs response_cap=<tokens per response>")
-    if isinstance(response_cap, bool) or not isinstance(response_cap, Real) or not response_cap > 0:
-        raise ValueError(f"`response_cap={response_cap!r}` is invalid; use a positive number of tokens")
-    return np.full(batch.num_segments, float(response_cap))
+    return np.full(batch.num_segments, float(check_value("response_cap", response_cap, POSITIVE)))
 
 
 @LAMBDA_READINGS.register("segment_length")
@@ -45,9 +43,8 @@ def trajectory_length(batch: SegmentBatch, **_: object) -> FloatArray:
 
 
 def check_gamma(gamma: object) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, Real) or not (0.0 < float(gamma) <= 1.0):
-        raise ValueError(f"`gamma={gamma!r}` is invalid; choose a value in (0, 1]")
-    return float(gamma)
+    """``gamma`` as a float, or ``ValueError`` unless it is a number in (0, 1]."""
+    return float(check_value("gamma", gamma, UNIT_OPEN))
 
 
 def segment_lambdas(
@@ -67,8 +64,7 @@ def segment_lambdas(
         reading = LAMBDA_READINGS.get(lam)
         if alpha is None:
             raise ValueError(f"lam={lam!r} needs alpha=<positive float> (CompactionRL uses 1.5)")
-        if isinstance(alpha, bool) or not isinstance(alpha, Real) or not alpha > 0:
-            raise ValueError(f"`alpha={alpha!r}` is invalid; choose a value > 0")
+        check_value("alpha", alpha, POSITIVE)
         length = reading(batch, response_cap=response_cap)
         out = np.ones(batch.num_segments)
         real = batch.is_real
@@ -85,8 +81,5 @@ def segment_lambdas(
             f"alpha/response_cap only apply to a length-adaptive lam; lam={lam!r} is a float. "
             f"Choose lam from {LAMBDA_READINGS.choices()} or drop them"
         )
-    if isinstance(lam, bool) or not isinstance(lam, Real) or not (0.0 < float(lam) <= 1.0):
-        raise ValueError(
-            f"`lam={lam!r}` is invalid; choose a float in (0, 1] or a reading: {LAMBDA_READINGS.choices()}"
-        )
-    return np.full(batch.num_segments, float(lam))
+    lam_rule = Either((UNIT_OPEN,), lambda: f"choose a float in (0, 1] or a reading: {LAMBDA_READINGS.choices()}")
+    return np.full(batch.num_segments, float(check_value("lam", lam, lam_rule)))

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from simlab.credit.batch import BoolArray, FloatArray, SegmentBatch
 from simlab.credit.estimators import check_options
 from simlab.registry import Registry
+from simlab.segments import BoolArray, FloatArray, SegmentBatch
 
 Normaliser = Callable[..., FloatArray]
 """(batch, kept: (S,) bool, **options) -> (S,) weight per row."""

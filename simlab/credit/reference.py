@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from simlab.credit.batch import FloatArray, SegmentBatch
+from simlab.segments import FloatArray, SegmentBatch
 
 
 def _rollouts(batch: SegmentBatch) -> list[list[int]]:

@@ -61,6 +61,7 @@ class SolverAgent:
         return "relevant" if self.rng.random() < self.quality else "recency"
 
     def generate(self, request: Request) -> Generation:
+        """Tokens for every context in ``request``: actions and answers by the solver, summaries by mode."""
         out = np.empty((len(request.contexts), request.num_tokens), dtype=np.int64)
         targets = _targets(request)
         cue = len(vocab.v_sum()) if request.phase == Phase.SUMMARY else 1
@@ -96,6 +97,7 @@ class RandomAgent:
         self.compact_prob = compact_prob
 
     def generate(self, request: Request) -> Generation:
+        """Uniformly random allowed tokens (COMPACT with probability ``compact_prob`` where it is allowed)."""
         choices = np.flatnonzero(request.allowed)
         compact = request.allowed[vocab.COMPACT]
         if compact:

@@ -1,133 +1,164 @@
-"""The harness configuration: one frozen dataclass, validated in one place."""
+"""The harness configuration (one section, checked when built), and the two rules on its geometry.
+
+- The **effective horizon** H: the most context a rollout can consume across its segments. It is
+  defined here once (:func:`effective_horizon`); the run config, the recipes, ``simlab inspect`` and
+  the report all call it.
+- The **window check**: the window (and L, for length triggers) must hold the task's prompt, a summary
+  and one step. :func:`check_window` is the one entry point; the config layer calls it before any run
+  starts and the rollout loop calls it on the env it is given.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
+from simlab.harness.protocol import ACTION_TURN
+from simlab.schema import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, Section, int_text, section
 from simlab.tasks import vocab
-from simlab.tasks.config import ConfigError, check_choice, check_float, check_int
 
 
-@dataclass(frozen=True)
-class HarnessConfig:
+def _triggers() -> Any:
+    from simlab.harness.triggers import TRIGGERS
+
+    return TRIGGERS
+
+
+def _agents() -> Any:
+    from simlab.harness.agents import AGENTS
+
+    return AGENTS
+
+
+WINDOW_ONLY = ("never", "slide")
+"""Trigger kinds that never summarise: a rollout never holds more than one window W of history."""
+
+
+def threshold(window: int, frac: float) -> int:
+    """L = floor(frac x W), in tokens."""
+    return math.floor(frac * window)
+
+
+def horizon(limit: float, max_compactions: int) -> float:
+    """H = L x (S + 1): the most context a rollout can use with S compactions of an L-token context."""
+    return limit * (max_compactions + 1)
+
+
+def effective_horizon(
+    *, window: int, frac: float, max_compactions: int, trigger: str = "threshold", t_comp: int | None = None
+) -> int:
+    """The effective horizon of a harness setting, in tokens.
+
+    L x (S + 1) with L = floor(frac x W); the ``budget`` trigger fires at W - T_comp, so that is its L;
+    a trigger that never summarises (``none``, ``sliding``) gives W. Raises ``UnknownNameError`` for an
+    unknown trigger.
+    """
+    trig = _triggers().get(trigger)
+    if trig.kind in WINDOW_ONLY:
+        return int(window)
+    limit = window - t_comp if trig.name == "budget" and t_comp is not None else threshold(window, frac)
+    return int(horizon(limit, max_compactions))
+
+
+@section
+class HarnessConfig(Section):
     """How the harness builds contexts and compacts them (the published loops as settings)."""
 
-    window: int = 128
+    SECTION = "harness"
+
+    window: Annotated[int, IntIn(8, TOKENS_MAX)] = 128
     """W: the working window, in tokens, that the agent sees."""
-    trigger: str = "threshold"
+    trigger: Annotated[str, NameIn(_triggers)] = "threshold"
     """When to compact: a name in ``simlab.harness.TRIGGERS``."""
-    frac: float = 0.8
+    frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.8
     """L = floor(frac * W): the length threshold of ``threshold``, ``policy`` and ``sliding`` (SUPO)."""
-    t_comp: int = 24
+    t_comp: Annotated[int, IntIn(1, TOKENS_MAX)] = 24
     """``budget`` compacts when W - context < t_comp (CompactionRL's T_comp)."""
-    chunk_steps: int = 4
+    chunk_steps: Annotated[int, IntIn(1, STEPS_MAX)] = 4
     """``chunked`` compacts every this many steps (MemAgent)."""
-    discard: bool = True
+    discard: Annotated[bool, Flag()] = True
     """SUPO's discard rule: the step that pushed the context over the threshold is not summarised.
     Its action is never optimised (its context is gone); it is replayed verbatim as the newest tail
     step when ``tail_steps >= 1`` and fits, and lost otherwise (as in SUPO)."""
-    tail_steps: int = 1
+    tail_steps: Annotated[int, IntIn(0, STEPS_MAX)] = 1
     """k: steps kept verbatim after a compaction (shrunk to fit)."""
-    summary_tokens: int = 8
+    summary_tokens: Annotated[int, IntIn(0, TOKENS_MAX)] = 8
     """m: tokens the summariser writes."""
-    max_compactions: int = 4
+    max_compactions: Annotated[int, IntIn(0, STEPS_MAX)] = 4
     """S: compactions allowed per rollout; needing one more ends the rollout as overlong."""
-    max_steps: int = 64
+    max_steps: Annotated[int, IntIn(1, STEPS_MAX)] = 64
     """H: env steps allowed per rollout (the answer included); reaching it unanswered is overlong."""
-    summariser: str = "self"
+    summariser: Annotated[
+        str, NameIn(_agents, ("self", "none", "frozen"), "'frozen': a frozen policy checkpoint")
+    ] = "self"
     """Who writes summaries: ``self`` (the agent), ``none`` (compaction drops history without a
     summary) or a reference agent's name (a separate frozen summariser, e.g. ``oracle``)."""
-    v_sum: str = "v1"
+    v_sum: Annotated[str, OneOf(vocab.V_SUM_VERSIONS)] = "v1"
     """Version of the summarisation instruction; stored with every rollout batch."""
-    summariser_quality: float | None = None
+    summariser_quality: Annotated[float | None, Maybe(RealIn(0.0, 1.0))] = None
     """Quality q of a ``scripted`` frozen summariser (the summariser-swap experiment); ``None``: the base
     model's teacher quality ``base.quality``, so swapping the summariser does not change the base model."""
 
-    def __post_init__(self) -> None:
-        self.validate()
+    def check(self) -> None:
+        """``t_comp`` has to fit the window when the budget trigger reads it."""
+        if _triggers().canonical(self.trigger) == "budget" and self.t_comp > self.window - 1:
+            raise self.invalid("t_comp", int_text(1, self.window - 1))
 
     @property
     def threshold(self) -> int:
         """L in tokens."""
-        return math.floor(self.frac * self.window)
+        return threshold(self.window, self.frac)
 
     @property
     def v_sum_tokens(self) -> tuple[int, ...]:
+        """The summarisation instruction's tokens."""
         return vocab.v_sum(self.v_sum)
 
     @property
     def effective_horizon(self) -> int:
-        """L x (S + 1): the most context a rollout can consume across its segments (SUPO)."""
-        return self.threshold * (self.max_compactions + 1)
+        """H: the most context a rollout can consume across its segments (:func:`effective_horizon`)."""
+        return effective_horizon(window=self.window, frac=self.frac, max_compactions=self.max_compactions,
+                                 trigger=self.trigger, t_comp=self.t_comp)
 
-    def validate(self, prefix: str = "harness") -> None:
-        """Every range check on this config; errors name the key and the allowed range."""
-        from simlab.harness.agents import AGENTS
-        from simlab.harness.triggers import TRIGGERS
-
-        check_int(f"{prefix}.window", self.window, 8)
-        TRIGGERS.canonical(self.trigger)
-        check_float(f"{prefix}.frac", self.frac, 0.0, 1.0, lo_open=True)
-        # t_comp only has to fit the window when the budget trigger reads it
-        budget = TRIGGERS.canonical(self.trigger) == "budget"
-        check_int(f"{prefix}.t_comp", self.t_comp, 1, self.window - 1 if budget else None)
-        check_int(f"{prefix}.chunk_steps", self.chunk_steps, 1)
-        if not isinstance(self.discard, bool):
-            raise ConfigError(f"`{prefix}.discard={self.discard!r}` is invalid; choose True or False")
-        check_int(f"{prefix}.tail_steps", self.tail_steps, 0)
-        check_int(f"{prefix}.summary_tokens", self.summary_tokens, 0)
-        check_int(f"{prefix}.max_compactions", self.max_compactions, 0)
-        check_int(f"{prefix}.max_steps", self.max_steps, 1)
-        if self.summariser not in ("self", "none", "frozen"):
-            try:
-                AGENTS.canonical(self.summariser)
-            except ValueError:
-                raise ConfigError(
-                    f"`{prefix}.summariser={self.summariser!r}` is invalid; choose 'self', "
-                    f"'none', 'frozen' (a frozen policy checkpoint) or one of {AGENTS.choices()}"
-                ) from None
-        check_choice(f"{prefix}.v_sum", self.v_sum, vocab.V_SUM_VERSIONS)
-        if self.summariser_quality is not None:
-            check_float(f"{prefix}.summariser_quality", self.summariser_quality, 0.0, 1.0)
-
-    def check_fits(self, prompt_tokens: int, step_tokens: int, prefix: str = "harness") -> None:
+    def check_fits(self, prompt_tokens: int, step_tokens: int) -> None:
         """The window (and L, for length triggers) must hold the prompt, a summary and one step."""
-        from simlab.harness.triggers import TRIGGERS
-
         need = 1 + prompt_tokens + 1 + self.summary_tokens + step_tokens
         if self.window < need:
-            raise ConfigError(
-                f"`{prefix}.window={self.window}` is invalid; it cannot hold the prompt "
-                f"({1 + prompt_tokens}), a summary ({1 + self.summary_tokens}) and one step "
-                f"({step_tokens}); choose an integer >= {need}"
+            raise self.invalid(
+                "window", f"it cannot hold the prompt ({1 + prompt_tokens}), a summary ({1 + self.summary_tokens}) "
+                f"and one step ({step_tokens}); choose an integer >= {need}"
             )
-        trig = TRIGGERS.get(self.trigger)
+        trig = _triggers().get(self.trigger)
         limit = trig.limit(self)
+        key = "t_comp" if trig.name == "budget" else "frac"
         if trig.kind != "never" and trig.length_based and limit < need:
-            key, value = ("t_comp", self.t_comp) if trig.name == "budget" else ("frac", self.frac)
-            raise ConfigError(
-                f"`{prefix}.{key}={value!r}` is invalid; the trigger limit {limit} tokens cannot hold the "
-                f"prompt, a summary and one step ({need} tokens); raise it so the limit is >= {need}"
+            raise self.invalid(
+                key, f"the trigger limit {limit} tokens cannot hold the prompt, a summary and one step "
+                f"({need} tokens); raise it so the limit is >= {need}"
             )
         room = limit + len(self.v_sum_tokens) + self.summary_tokens
         if trig.kind == "summary" and trig.length_based and room > self.window:
-            key, value = ("t_comp", self.t_comp) if trig.name == "budget" else ("frac", self.frac)
-            raise ConfigError(
-                f"`{prefix}.{key}={value!r}` is invalid; the trigger limit {limit} + v_sum "
-                f"({len(self.v_sum_tokens)}) + summary ({self.summary_tokens}) exceeds the window "
-                f"{self.window}, so no summary could be written; lower it so the limit is "
-                f"<= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
+            raise self.invalid(
+                key, f"the trigger limit {limit} + v_sum ({len(self.v_sum_tokens)}) + summary "
+                f"({self.summary_tokens}) exceeds the window {self.window}, so no summary could be written; "
+                f"lower it so the limit is <= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
             )
 
-    def as_dict(self) -> dict[str, Any]:
-        """Every field by name, for logging with the run."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def replace(self, **changes: Any) -> HarnessConfig:
-        names = {f.name for f in fields(self)}
-        for key in changes:
-            if key not in names:
-                raise ConfigError(f"`harness.{key}` is not a harness setting; choose one of {sorted(names)}")
-        return HarnessConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changes})
+def window_need(env: Any) -> tuple[int, int]:
+    """(prompt tokens, tokens of one step) of a vector env, from its protocol metadata (or its
+    observation width for a user's task that declares none)."""
+    from simlab.harness.phases import protocol_metadata
+
+    meta = protocol_metadata(env)
+    width = int(env.single_observation_space.shape[0])
+    return int(meta.get("prompt_tokens", width)), ACTION_TURN + 1 + int(meta.get("step_obs_tokens", width))
+
+
+def check_window(env: Any, cfg: HarnessConfig) -> None:
+    """Raise ``ConfigError`` unless ``cfg``'s window holds ``env``'s prompt, a summary and one step.
+
+    The one window check: the config layer runs it before a run starts, the rollout loop on every
+    env it is given.
+    """
+    cfg.check_fits(*window_need(env))

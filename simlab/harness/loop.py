@@ -30,16 +30,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.credit.batch import SegmentBatch
 from simlab.harness.agents import make_agent
-from simlab.harness.config import HarnessConfig
-from simlab.harness.phases import phase_masks, protocol_metadata
-from simlab.harness.protocol import Agent, BoolArray, FloatArray, IntArray, Phase, Request, check_generation
+from simlab.harness.config import HarnessConfig, check_window
+from simlab.harness.phases import phase_masks
+from simlab.harness.protocol import (
+    ACTION_TURN,
+    Agent,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Phase,
+    Request,
+    check_generation,
+)
 from simlab.harness.triggers import TRIGGERS, Trigger
+from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
-
-ACTION_TURN = 2
-"""Tokens an action or answer turn adds to the context: the marker and the generated token."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class SegmentTokens:
 
     @property
     def num_optimised(self) -> int:
+        """Tokens of the segment the policy generated (the ones the update optimises)."""
         return int(self.optimised.sum())
 
 
@@ -111,6 +118,7 @@ class RolloutBatch:
 
     @property
     def harness_seconds(self) -> float:
+        """Seconds spent in the harness itself: the total less the env's and the agents' time."""
         return self.total_seconds - self.env_seconds - self.agent_seconds
 
     def padded(self) -> dict[str, NDArray[Any]]:
@@ -414,10 +422,7 @@ def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[
     """Reset every env (a group shares a seed), check that the window holds one turn, open the rollouts."""
     n = int(env.num_envs)
     obs, _ = env.reset(seed=[seed + i // group_size for i in range(n)])
-    width = int(np.asarray(obs).shape[1])
-    meta = protocol_metadata(env)
-    prompt_tokens = int(meta.get("prompt_tokens", width))
-    cfg.check_fits(prompt_tokens, ACTION_TURN + 1 + int(meta.get("step_obs_tokens", width)))  # the window check
+    check_window(env, cfg)
     return [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
 
 

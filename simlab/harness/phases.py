@@ -54,17 +54,3 @@ def phase_table(env: Any, trigger: str) -> BoolArray:
     table[Phase.SUMMARY] = masks["summary"]
     table[Phase.ANSWER] = masks["answer"]
     return table
-
-
-def check_window(env: Any, cfg: Any) -> None:
-    """Raise ``ConfigError`` unless the harness window holds the env's prompt, a summary and one step.
-
-    ``cfg`` is a ``HarnessConfig``; the sizes come from the env's protocol metadata (or its observation
-    width for a user's task that declares none).
-    """
-    from simlab.harness.loop import ACTION_TURN
-
-    meta = protocol_metadata(env)
-    width = int(env.single_observation_space.shape[0])
-    prompt_tokens = int(meta.get("prompt_tokens", width))
-    cfg.check_fits(prompt_tokens, ACTION_TURN + 1 + int(meta.get("step_obs_tokens", width)))

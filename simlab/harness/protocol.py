@@ -18,6 +18,9 @@ IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
+ACTION_TURN = 2
+"""Tokens an action or answer turn adds to the context: the marker and the generated token."""
+
 
 class Phase(IntEnum):
     """What a token is; also the label the harness stores for every token of a segment."""

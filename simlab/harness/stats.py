@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from simlab.errors import ConfigError
 from simlab.harness.loop import RolloutBatch
 
 
@@ -28,7 +29,7 @@ def cluster_se(values: np.ndarray, groups: np.ndarray) -> float:
 def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
     """Success, segment counts, compaction and overlong rates, corr(segments, reward), working context,
     effective horizon and throughput over one or more batches run with the same config."""
-    from simlab.credit.health import within_group_stats
+    from simlab.segments import within_group_stats
 
     recs = [r for b in batches for r in b.rollouts]
     cfg = batches[0].config
@@ -129,16 +130,18 @@ def inspect_preset(
     from simlab.harness.agents import AGENTS
     from simlab.harness.config import HarnessConfig
     from simlab.harness.loop import run_rollouts
-    from simlab.tasks.config import check_int
+    from simlab.schema import BATCH_MAX, COUNT_MAX, IntIn, check_value, seed_rule
     from simlab.tasks.presets import get_preset
 
-    p = get_preset(preset)
-    AGENTS.canonical(agent)
-    check_int("group_size", group_size, 1)
-    for name, value in (("episodes", episodes), ("batch", batch)):
-        check_int(name, value, group_size)
+    p = get_preset(preset, "task")
+    AGENTS.canonical(agent, "agent")
+    check_value("group_size", group_size, IntIn(1, BATCH_MAX))
+    check_value("seed", seed, seed_rule(0))
+    for name, value, most in (("episodes", episodes, COUNT_MAX), ("batch", batch, BATCH_MAX)):
+        check_value(name, value, IntIn(group_size, most))
         if value % group_size:
-            raise ValueError(f"`{name}={value}` is invalid; choose a multiple of group_size={group_size}")
+            raise ConfigError.invalid(name, value, f"choose a multiple of group_size={group_size}")
+    HarnessConfig.check_fields(harness or {})
     cfg = HarnessConfig(**{**p.harness, **(harness or {})})
     task_cfg = p.task.replace(**(task or {}))
     batches = []

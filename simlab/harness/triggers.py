@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trigger:
+    """A compaction trigger: when it fires, what firing does, and the context size the next segment starts within."""
+
     name: str
     kind: Literal["summary", "slide", "never"]
     fires: Callable[[int, int, HarnessConfig], bool]

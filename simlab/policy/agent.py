@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from simlab.errors import TrainingDiverged
 from simlab.harness.protocol import Generation, Request
 from simlab.policy.decode import Decoder, draw
 from simlab.policy.model import Policy
-from simlab.update import TrainingDiverged
 
 NON_FINITE = "the policy produced non-finite logits during a rollout"
 
@@ -93,6 +93,7 @@ class PolicyAgent:
 
     @torch.no_grad()
     def generate(self, request: Request) -> Generation:
+        """Tokens for every environment in ``request``: one batched, KV-cached decode over the rows."""
         rows = np.asarray(request.env_ids, dtype=np.int64)
         contexts = [np.asarray(c, dtype=np.int64) for c in request.contexts]
         allowed_host = np.asarray(request.allowed, dtype=np.bool_)

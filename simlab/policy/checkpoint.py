@@ -78,6 +78,7 @@ def load_checkpoint(
     """Load a policy saved by :func:`save_checkpoint`; returns ``(policy, meta)``.
 
     Args:
+        path: the checkpoint file.
         expected_vocab_size: the current vocabulary's size; a different one is an error, since token
             ids would silently mean other things.
         expected_meta: the current run's settings (``v_sum`` version, trigger, ...); each key whose

@@ -18,12 +18,12 @@ import torch
 from torch import Tensor
 
 from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
+from simlab.schema import POSITIVE, check_value
 
 
 def check_temperature(temperature: float) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"`temperature={temperature!r}` is invalid; choose a value > 0")
-    return float(temperature)
+    """``temperature`` as a float, or ``ValueError`` unless it is a number > 0."""
+    return float(check_value("temperature", temperature, POSITIVE))
 
 
 def masked_log_softmax(logits: Tensor, allowed: Tensor | None = None, temperature: float = 1.0) -> Tensor:
@@ -33,6 +33,7 @@ def masked_log_softmax(logits: Tensor, allowed: Tensor | None = None, temperatur
         logits: (..., V) raw logits.
         allowed: boolean mask broadcastable to ``logits``, True = allowed; None allows everything.
             A row with no allowed token gives NaN: callers check for it where it can happen.
+        temperature: divides the logits; > 0.
     """
     z = logits.float() / check_temperature(temperature)
     if allowed is not None:
@@ -48,6 +49,8 @@ def masked_entropy(logp: Tensor, allowed: Tensor | None = None) -> Tensor:
 
 
 class Sample(NamedTuple):
+    """One sampled token per row, with its log-prob and the value of the state it was drawn in."""
+
     tokens: Tensor
     """(B,) sampled token ids."""
     logprobs: Tensor
@@ -168,6 +171,8 @@ def score_tokens(
 
 
 class StepOutput(NamedTuple):
+    """What one decode step gives: the next-token logits and the state values of every row."""
+
     logits: Tensor
     """(B, V) fp32 next-token logits after each row's latest token."""
     values: Tensor | None
@@ -207,6 +212,7 @@ class Decoder:
 
     @property
     def batch_size(self) -> int:
+        """Rows the decoder serves."""
         return self.cache.batch_size
 
     @property

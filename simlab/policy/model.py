@@ -13,8 +13,8 @@ index within its own row, so ragged rows need no left padding and no position of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
-from typing import NamedTuple
+from dataclasses import fields, replace
+from typing import Annotated, NamedTuple
 
 import numpy as np
 import torch
@@ -22,64 +22,46 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from simlab.policy.device import autocast
+from simlab.schema import TOKENS_MAX, Flag, IntIn, RealIn, Section, section
 
 Ints = Tensor | np.ndarray
 """Row indices or counts: a tensor, or (to keep a CUDA stream free of read-backs) host memory."""
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
+@section
+class PolicyConfig(Section):
     """Shape and options of the policy transformer. Every field is logged with a run."""
 
-    vocab_size: int
+    SECTION = "policy"
+
+    vocab_size: Annotated[int, IntIn(2, 2**18)]
     """Size of the shared token vocabulary (tasks, summaries and answers)."""
-    n_layer: int = 3
+    n_layer: Annotated[int, IntIn(1, 1024)] = 3
     """Transformer blocks."""
-    n_head: int = 4
+    n_head: Annotated[int, IntIn(1, 1024)] = 4
     """Attention heads per block; must divide ``d_model``."""
-    d_model: int = 96
+    d_model: Annotated[int, IntIn(1, TOKENS_MAX)] = 96
     """Residual stream width C."""
-    max_len: int = 320
+    max_len: Annotated[int, IntIn(1, 2 * TOKENS_MAX)] = 320
     """Most tokens one row may hold: the working window W plus a margin for the summary and one step."""
-    dropout: float = 0.0
+    dropout: Annotated[float, RealIn(0.0, 1.0, hi_open=True)] = 0.0
     """Dropout on embeddings, attention weights and residual branches during training; in [0, 1)."""
-    value_head: bool = True
+    value_head: Annotated[bool, Flag()] = True
     """Add a scalar value head on every position (PPO-style recipes); False for critic-free GRPO."""
-    fused_attention: bool = True
+    fused_attention: Annotated[bool, Flag()] = True
     """Use ``F.scaled_dot_product_attention``; False runs the plain softmax(QK^T/sqrt(D))V path."""
-    bf16: bool = True
+    bf16: Annotated[bool, Flag()] = True
     """Autocast matmuls to bf16 on CUDA; ignored on CPU, which always runs fp32."""
 
-    def __post_init__(self) -> None:
-        validate_config(self)
-
-
-def _invalid(key: str, value: object, why: str) -> ValueError:
-    return ValueError(f"`policy.{key}={value!r}` is invalid; {why}")
-
-
-def validate_config(cfg: PolicyConfig) -> None:
-    """Every rule on a PolicyConfig, in one place; errors name ``policy.<field>`` and the bad value."""
-    for name in ("vocab_size", "n_layer", "n_head", "d_model", "max_len"):
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise _invalid(name, value, "use a positive integer")
-    if cfg.vocab_size < 2:
-        raise _invalid("vocab_size", cfg.vocab_size, "a policy needs at least 2 tokens")
-    if cfg.d_model % cfg.n_head != 0:
-        raise _invalid("n_head", cfg.n_head, f"d_model={cfg.d_model} must be divisible by n_head")
-    dropout = cfg.dropout
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise _invalid("dropout", dropout, "choose a value in [0, 1)")
-    for name in ("value_head", "fused_attention", "bf16"):
-        value = getattr(cfg, name)
-        if not isinstance(value, bool):
-            raise _invalid(name, value, "use True or False")
+    def check(self) -> None:
+        """The heads split the residual stream evenly."""
+        if self.d_model % self.n_head != 0:
+            raise self.invalid("n_head", f"d_model={self.d_model} must be divisible by n_head")
 
 
 def config_to_dict(cfg: PolicyConfig) -> dict[str, object]:
     """Plain-dict form (for logging and checkpoints)."""
-    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    return cfg.as_dict()
 
 
 def config_from_dict(data: dict[str, object]) -> PolicyConfig:
@@ -116,10 +98,12 @@ class KVCache:
 
     @property
     def batch_size(self) -> int:
+        """Rows the cache holds."""
         return int(self.lengths.shape[0])
 
     @property
     def trash_slot(self) -> int:
+        """The slot padded (non-)tokens of a ragged append are written to: ``max_len``."""
         return self.max_len
 
     def flat_slots(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
@@ -169,6 +153,7 @@ class CausalSelfAttention(nn.Module):
     def forward(
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
+        """Causal self-attention over ``x`` (B, T, C); with a cache, over the cached keys too."""
         B, T, C = x.shape
         qkv = self.qkv(x)  # (B, T, 3C)
         q = qkv[..., :C].view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, D)
@@ -213,6 +198,7 @@ class MLP(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        """dropout(proj(gelu(fc(x)))), shape-preserving (B, T, C)."""
         return self.drop(self.proj(F.gelu(self.fc(x))))
 
 
@@ -229,11 +215,14 @@ class Block(nn.Module):
     def forward(
         self, x: Tensor, cache: KVCache | None = None, layer: int = 0, step: CachedStep | None = None
     ) -> Tensor:
+        """x + attn(ln(x)), then x + mlp(ln(x)); with a cache, the attention appends to it."""
         x = x + self.attn(self.ln_1(x), cache, layer, step)
         return x + self.mlp(self.ln_2(x))
 
 
 class PolicyOutput(NamedTuple):
+    """What a forward pass gives: next-token logits at every position, and the values."""
+
     logits: Tensor
     """(B, T, V) fp32 next-token logits at every position (unmasked)."""
     values: Tensor | None
@@ -273,6 +262,7 @@ class Policy(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """The device the parameters live on."""
         return self.wte.weight.device
 
     def num_parameters(self) -> int:

@@ -3,8 +3,9 @@
 The only package that imports optuna. Import :mod:`.runner` lazily: parsing a spec needs no optuna.
 """
 
-from simlab.sweep.backend import DEFAULT_BACKEND, BackendError, TrialBackend, load_backend
-from simlab.sweep.spec import SpecError, SweepSpec, load_spec, parse_spec
+from simlab.errors import BackendError, SpecError
+from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
+from simlab.sweep.spec import SweepSpec, load_spec, parse_spec
 
 __all__ = [
     "DEFAULT_BACKEND",

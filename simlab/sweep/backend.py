@@ -11,9 +11,14 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from simlab import names
+from simlab.errors import BackendError
 from simlab.sinks import MetricSink
+
+if TYPE_CHECKING:
+    from simlab.config import RunConfig
 
 DEFAULT_BACKEND = "simlab.sweep.backend:SIMLAB"
 
@@ -35,75 +40,56 @@ class TrialBackend:
     """Build what trials share (the cached base checkpoints) once, in the coordinator, before any trial."""
 
 
-class BackendError(ValueError):
-    """The named trial backend cannot be loaded."""
-
-
 def load_backend(path: str) -> TrialBackend:
     """Import ``module:attribute`` and check it is a :class:`TrialBackend`."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
-        raise BackendError(f"`trial={path!r}` is invalid; give 'module:attribute'")
+        raise BackendError.invalid("--trial", path, "give 'module:attribute'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BackendError(f"`trial={path!r}` cannot be imported: {exc}") from None
+        raise BackendError.invalid("--trial", path, f"it cannot be imported ({exc})") from None
     backend = getattr(module, attr, None)
     if not isinstance(backend, TrialBackend):
-        raise BackendError(f"`trial={path!r}` is not a TrialBackend (found {type(backend).__name__})")
+        raise BackendError.invalid("--trial", path, f"it is not a TrialBackend (found {type(backend).__name__})")
     return backend
 
 
-def _trainer_modules() -> tuple[Any, Any]:
-    try:
-        config = importlib.import_module("simlab.config")
-        train = importlib.import_module("simlab.train")
-    except ImportError as exc:
-        raise BackendError(f"simlab's trainer is not available in this checkout ({exc})") from None
-    return config, train
+def _simlab_build(settings: dict[str, Any], seed: int) -> RunConfig:
+    from simlab.config import apply_overrides, resolve
 
-
-def _simlab_build(settings: dict[str, Any], seed: int) -> Any:
-    config, _ = _trainer_modules()
     overrides = dict(settings)
     # the spec's top-level names map onto the run config's key paths
     for top, path in (("preset", "task.preset"), ("recipe", "train.recipe")):
         if top in overrides:
             overrides[path] = overrides.pop(top)
     overrides["seed"] = seed
-    return config.resolve(config.apply_overrides({}, overrides))
+    return resolve(apply_overrides({}, overrides))
 
 
-def _simlab_flatten(cfg: Any) -> dict[str, Any]:
-    config, _ = _trainer_modules()
-    return dict(config.flatten(cfg))
+def _simlab_flatten(cfg: RunConfig) -> dict[str, Any]:
+    from simlab.config import flatten
+
+    return flatten(cfg)
 
 
-def _simlab_tags(cfg: Any) -> dict[str, str]:
+def _simlab_tags(cfg: RunConfig) -> dict[str, str]:
+    """``simlab.<key>`` for the settings runs are searched by (:data:`simlab.names.CONFIG_TAG_KEYS`)."""
     flat = _simlab_flatten(cfg)
-    wanted = (
-        "recipe",
-        "estimator",
-        "normaliser",
-        "lam",
-        "overlong_mask",
-        "v_sum",
-        "summariser",
-        "trigger",
-        "preset",
-    )
-    return {f"simlab.{k}": str(v) for k, v in flat.items() if k.rsplit(".", 1)[-1] in wanted}
+    return {names.config_tag(k): str(v) for k, v in flat.items() if k in names.CONFIG_TAG_KEYS}
 
 
-def _simlab_train(cfg: Any, sink: MetricSink, store: Path) -> dict[str, float]:
-    _, train = _trainer_modules()
-    return dict(train.train(cfg, sink, store=store))
+def _simlab_train(cfg: RunConfig, sink: MetricSink, store: Path) -> dict[str, float]:
+    from simlab.train import train
+
+    return dict(train(cfg, sink, store=store))
 
 
-def _simlab_prepare(cfgs: list[Any], store: Path) -> None:
+def _simlab_prepare(cfgs: list[RunConfig], store: Path) -> None:
     from tqdm import tqdm
 
-    _, train = _trainer_modules()
+    from simlab.train import base_checkpoint
+
     seen: set[str] = set()
     for cfg in cfgs:
         if cfg.base_key() in seen:  # one per task preset and base config, cached on disk
@@ -111,7 +97,7 @@ def _simlab_prepare(cfgs: list[Any], store: Path) -> None:
         seen.add(cfg.base_key())
         # delay: a cached checkpoint returns at once and shows no bar
         with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
-            train.base_checkpoint(cfg, store, progress=bar.update)
+            base_checkpoint(cfg, store, progress=bar.update)
 
 
 SIMLAB = TrialBackend(

@@ -18,7 +18,6 @@ Three pieces, each Optuna's own mechanism or the database's:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import threading
@@ -31,7 +30,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from simlab.stores import sqlite_path
+from simlab.stores import file_lock, sqlite_path
 
 HEARTBEAT_S = 10
 """Default seconds between heartbeats."""
@@ -79,17 +78,6 @@ def _lock_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"simlab-study:{name}".encode()).digest()[:8], "big", signed=True)
 
 
-@contextlib.contextmanager
-def file_lock(path: str) -> Iterator[None]:
-    """An exclusive lock on ``<path>.simlab-lock`` (processes on one host)."""
-    with open(f"{path}.simlab-lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 @functools.cache
 def _lock_engine(url: str) -> Any:
     from sqlalchemy import create_engine
@@ -131,6 +119,7 @@ class Beat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Beat:
+        """Record a first heartbeat and start the thread that keeps recording them (a database study only)."""
         if not heartbeat_on(self.storage):
             return self
         self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
@@ -155,6 +144,7 @@ class Beat:
                 continue
 
     def stop(self) -> None:
+        """Stop the heartbeat thread."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -31,14 +31,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+import polars as pl
 from optuna.storages import BaseStorage, JournalStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from simlab import stores, tracking
+from simlab import names, stores, tracking
+from simlab.errors import SpecError
+from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
+from simlab.sweep import optuna_private as private
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
-from simlab.sweep.spec import Cell, SpecError, SweepSpec, probe_settings
+from simlab.sweep.spec import Cell, SweepSpec, probe_settings
 
 JOURNAL_NAME = stores.JOURNAL_NAME
 HOST_ENV = "SIMLAB_HOST"
@@ -48,21 +52,11 @@ FINAL_FAILURES = ("diverged",)
 FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 """Within one run an error is final too (a deterministic one would be retried forever); the next
 ``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
-CURVE_KEYS = ("eval/compacted/success", "eval/single_window/success", "eval/compacted/compaction_rate")
+CURVE_KEYS = (names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, names.EVAL_COMPACTED_COMPACTION_RATE)
 """Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
 UNOWNED_GRACE_S = 120.0
 """A RUNNING trial with no owner record older than this was killed between claim and record."""
 
-# what a trial records in its Optuna user attrs
-ATTR_CELL, ATTR_OWNER, ATTR_RUN, ATTR_FAILURE, ATTR_REASON = (
-    "cell",
-    "owner",
-    "mlflow_run_id",
-    "failure",
-    "reason",
-)
-ATTR_REPLACES = "replaces"
-"""On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
 
 
 # --- where things live ---
@@ -96,7 +90,7 @@ def storage_lock(location: str, name: str = "") -> Iterator[None]:
             yield
         return
     Path(location).parent.mkdir(parents=True, exist_ok=True)
-    with rdb.file_lock(location):
+    with stores.file_lock(location):
         yield
 
 
@@ -119,11 +113,12 @@ def _process_start(pid: int) -> str | None:
 
 
 def host_name() -> str:
-    """This machine's identity in owner records: ``$SIMLAB_HOST``, else the host name."""
+    """The identity of this machine in owner records: ``$SIMLAB_HOST``, else the host name."""
     return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def this_owner() -> dict[str, Any]:
+    """The owner record of this process: host, pid, the pid's start time and when it started."""
     pid = os.getpid()
     return {"host": host_name(), "pid": pid, "start": _process_start(pid), "since": time.time()}
 
@@ -151,6 +146,7 @@ def _decode(value: Any, grid: Sequence[Any] | None) -> Any:
 
 
 def cell_params(cell: Cell) -> dict[str, Any]:
+    """A cell as Optuna parameters: list values JSON-encoded (categoricals hold scalars only), and the seed."""
     return {**{k: _encode(v) for k, v in cell.params.items()}, "seed": cell.seed}
 
 
@@ -158,6 +154,7 @@ def cell_params(cell: Cell) -> dict[str, Any]:
 
 
 def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """TPE for a tpe spec; a random sampler for a grid, whose trials all come from the queue with fixed params."""
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     # grid trials all come from the queue with fixed params; the sampler never chooses a value
@@ -165,6 +162,7 @@ def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.Ba
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    """The spec's pruner (median, percentile, or none)."""
     p = spec.pruner
     if p.kind == "median":
         return optuna.pruners.MedianPruner(
@@ -191,9 +189,10 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
     judges every host. Returns the numbers of the trials it failed.
     """
     before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    if rdb.heartbeat_on(study._storage):
+    beats = rdb.heartbeat_on(private.storage(study))
+    if beats:
         rdb.fail_stale(study)  # stale trials go to RequeueStale
-    fail_dead_owners(study, by_owner=not rdb.heartbeat_on(study._storage))
+    fail_dead_owners(study, by_owner=not beats)
     close_orphan_runs(study, client, experiment_id)
     # a worker records its failure kind before telling; only the heartbeat check fails without one
     return [
@@ -204,8 +203,8 @@ def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]
 
 
 def _mark_killed(storage: BaseStorage, trial: FrozenTrial, reason: str) -> None:
-    storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, "killed")
-    storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
+    storage.set_trial_user_attr(private.trial_id(trial), ATTR_FAILURE, "killed")
+    storage.set_trial_user_attr(private.trial_id(trial), ATTR_REASON, reason)
 
 
 def _who(trial: FrozenTrial) -> str:
@@ -216,7 +215,7 @@ def _who(trial: FrozenTrial) -> str:
 def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
     """FAIL the RUNNING trials whose owner died on this host (``by_owner``), and those that never
     recorded an owner within :data:`UNOWNED_GRACE_S` (killed between claim and record)."""
-    storage, now = study._storage, time.time()
+    storage, now = private.storage(study), time.time()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get(ATTR_OWNER)
         if owner is None:
@@ -229,7 +228,7 @@ def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
             _mark_killed(storage, t, f"killed: the process running trial {t.number} ({_who(t)}) died; "
                          "its cell is run again")
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            storage.set_trial_state_values(private.trial_id(t), TrialState.FAIL)
 
 
 def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> None:
@@ -241,9 +240,9 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
     trials = {str(t.number): t for t in study.get_trials(deepcopy=False)}
     as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
     for run_id, tags in running:
-        number = tags.get(tracking.TRIAL_TAG)
+        number = tags.get(names.TRIAL_TAG)
         trial = trials.get(str(number))
-        if tags.get(tracking.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
+        if tags.get(names.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
             continue
         if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != "killed":
             status = as_status.get(trial.state, "KILLED")
@@ -267,8 +266,9 @@ class RequeueStale:
         self.tracking_uri = tracking_uri
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Record why the stale trial ended, end its MLflow run, and queue its cell again."""
         # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
-        # run and to the retry (write_summary reads it back from there)
+        # run and to the retry (trial_table reads it back from there)
         reason = f"killed: trial {trial.number}'s worker ({_who(trial)}) stopped its heartbeat; its cell is run again"
         run_id = trial.user_attrs.get(ATTR_RUN)
         if run_id and self.tracking_uri:
@@ -293,6 +293,7 @@ def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] =
 
 
 def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
+    """Trials a tpe sweep still needs: ``n_trials`` minus those already done or under way."""
     assert spec.n_trials is not None
     return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
 
@@ -338,14 +339,14 @@ class TrialOutcome:
 
 def claim_waiting(study: optuna.Study) -> int | None:
     """Atomically move one WAITING trial to RUNNING; its id, or ``None`` when none is left."""
-    storage = study._storage
+    storage = private.storage(study)
     beats = rdb.heartbeat_on(storage)
-    for t in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+    for t in private.waiting_trials(study):
         try:
             if beats:  # before the claim, so that no claimed trial is ever without a heartbeat
-                storage.record_heartbeat(t._trial_id)  # type: ignore[attr-defined]
-            if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                return int(t._trial_id)
+                storage.record_heartbeat(private.trial_id(t))  # type: ignore[attr-defined]
+            if storage.set_trial_state_values(private.trial_id(t), state=TrialState.RUNNING):
+                return private.trial_id(t)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
     return None
@@ -380,12 +381,15 @@ class TrialSink:
             os._exit(70)
 
     def log_params(self, params: dict[str, Any]) -> None:
+        """Forward to the MLflow sink."""
         self.inner.log_params(params)
 
     def set_tags(self, tags: dict[str, str]) -> None:
+        """Forward to the MLflow sink."""
         self.inner.set_tags(tags)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Forward, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
         self._check_coordinator()
         if self.lost is not None and self.lost.is_set():
             raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
@@ -398,9 +402,11 @@ class TrialSink:
                 raise optuna.TrialPruned(f"pruned at step {step} ({self.objective}={value:.4g})")
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Forward to the MLflow sink."""
         self.inner.log_artifact(path, artifact_path)
 
     def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        """Forward to the MLflow sink."""
         self.inner.close(status, reason)
 
 
@@ -432,7 +438,7 @@ def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
     """The next trial to run (grid: a waiting cell; tpe: a new sample while ``n_trials`` allows), or ``None``."""
     if ctx.spec.sampler == "grid":
         trial_id = claim_waiting(study)
-        return None if trial_id is None else optuna.Trial(study, trial_id)
+        return None if trial_id is None else private.running_trial(study, trial_id)
     with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
         if tpe_remaining(study, ctx.spec, ctx.final) < 1:
             return None
@@ -451,7 +457,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     trial = claim(study, ctx)
     if trial is None:
         return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
-    beat = rdb.Beat(study._storage, trial._trial_id).start()
+    beat = rdb.Beat(private.storage(study), private.trial_id(trial)).start()
     try:
         return run_trial(ctx, study, trial, beat.lost, start)
     finally:
@@ -465,117 +471,129 @@ def _tell(study: optuna.Study, trial: optuna.Trial, **how: Any) -> bool:
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
     except ValueError:  # "Cannot tell a FAIL trial."
-        if study._storage.get_trial(trial._trial_id).state.is_finished():
+        if private.storage(study).get_trial(private.trial_id(trial)).state.is_finished():
             return False
         raise
     return True
+
+
+@dataclass
+class _ClaimedTrial:
+    """A claimed trial with its MLflow run: how it ends (finished, failed or pruned, or lost to another
+    process that failed it as stale). Every end tells Optuna before closing the run: see reconcile."""
+
+    study: optuna.Study
+    trial: optuna.Trial
+    sink: tracking.MlflowSink
+    start: float
+    """``perf_counter`` when the trial was claimed."""
+    create_s: float
+    """Seconds it took to create the MLflow run."""
+
+    def outcome(self, state: str, *, value: float | None = None, reason: str = "") -> TrialOutcome:
+        return TrialOutcome(self.trial.number, state, value=value, reason=reason,
+                            wall_s=time.perf_counter() - self.start,
+                            tracking_s=self.create_s + self.sink.write_seconds)
+
+    def gone(self) -> TrialOutcome:
+        """Another process failed the trial as stale and queued its cell again: end the run KILLED."""
+        reason = (
+            f"lost: another process failed trial {self.trial.number} as stale (no heartbeat within the grace "
+            "period) and queued its cell again"
+        )
+        self.sink.figures = False
+        with contextlib.suppress(Exception):
+            self.sink.close("KILLED", reason)
+        return TrialOutcome(self.trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - self.start)
+
+    def fail(self, kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED") -> TrialOutcome:
+        """Record why (``kind``: diverged, error, pruned), tell Optuna ``state``, end the run ``status``."""
+        try:
+            self.trial.set_user_attr(ATTR_FAILURE, kind)
+            self.trial.set_user_attr(ATTR_REASON, reason)
+            told = _tell(self.study, self.trial, state=state)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            told = False
+        if not told:
+            return self.gone()
+        self.sink.set_tags({names.FAILURE_TAG: kind})
+        self.sink.close(status, reason)
+        return self.outcome(state.name, reason=reason)
+
+    def finish(self, result: dict[str, float], objective: str, tsink: TrialSink) -> TrialOutcome:
+        """Tell Optuna the objective from ``result`` and end the run FINISHED (or fail it without one)."""
+        value = result.get(objective)
+        if value is None or not math.isfinite(float(value)):
+            got = ", ".join(sorted(result)) or "nothing"
+            return self.fail("error", f"objective {objective!r} is {value!r}; the trial returned {got}")
+        tsink._check_coordinator()
+        # the trainer logs its final evaluation itself; record only what it returned without logging
+        logged = self.sink.rows[-1] if self.sink.rows else {}
+        unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
+        if unlogged:
+            self.sink.log_metrics(unlogged, max(tsink.last_step, 0))
+        if not _tell(self.study, self.trial, values=float(value)):
+            return self.gone()
+        self.sink.close("FINISHED")
+        return self.outcome("COMPLETE", value=float(value))
+
+
+def _build(backend: TrialBackend, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, str], Exception | None]:
+    """(config, its tags, None), or (None, {}, the error): validated up front, but a sampled value can
+    still be out of range, and that fails the trial, not the sweep."""
+    try:
+        cfg = backend.build(settings, seed)
+        return cfg, backend.tags(cfg), None
+    except Exception as exc:
+        return None, {}, exc
+
+
+def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> tracking.MlflowSink:
+    """The trial's MLflow run (nested under the sweep's parent), recorded on the trial."""
+    client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
+    tags = {
+        names.SWEEP_TAG: ctx.spec.name,
+        names.TRIAL_TAG: str(trial.number),
+        names.CELL_TAG: cell.label,
+        names.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        names.SEED_TAG: str(cell.seed),
+        **ctx.provenance,
+        **config_tags,
+    }
+    run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
+    trial.set_user_attr(ATTR_RUN, run_id)
+    return tracking.MlflowSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
 
 
 def run_trial(
     ctx: TrialContext, study: optuna.Study, trial: optuna.Trial, lost: threading.Event, start: float
 ) -> TrialOutcome:
     """Run a claimed trial to an end state: its MLflow run, training, then tell and close."""
-    spec, storage = ctx.spec, study._storage
+    spec = ctx.spec
     backend: TrialBackend = load_backend(ctx.backend)
-    storage.set_trial_user_attr(trial._trial_id, ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
-
+    trial.set_user_attr(ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
     params = _suggest(trial, spec)
     seed = int(params.pop("seed"))
-    settings = spec.settings(params)
     cell = Cell(params, seed)
     if spec.sampler == "tpe":
-        storage.set_trial_user_attr(trial._trial_id, ATTR_CELL, cell.key)
+        trial.set_user_attr(ATTR_CELL, cell.key)
 
     t0 = time.perf_counter()
-    client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
-    cfg = None
-    try:
-        cfg = backend.build(settings, seed)
-        config_tags = backend.tags(cfg)
-    except Exception as exc:  # validated up front, but a sampled value can still be out of range
-        config_tags = {}
-        build_error: Exception | None = exc
-    else:
-        build_error = None
-    tags = {
-        tracking.SWEEP_TAG: spec.name,
-        tracking.TRIAL_TAG: str(trial.number),
-        tracking.CELL_TAG: cell.label,
-        tracking.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
-        tracking.SEED_TAG: str(seed),
-        **ctx.provenance,
-        **config_tags,
-    }
-    run_id = tracking.child_run(
-        client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags
-    )
-    storage.set_trial_user_attr(trial._trial_id, ATTR_RUN, run_id)
-    sink = tracking.MlflowSink(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
-    create_s = time.perf_counter() - t0
-    tsink = TrialSink(
-        sink, trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"]), lost
-    )
-
-    def gone() -> TrialOutcome:
-        reason = (
-            f"lost: another process failed trial {trial.number} as stale (no heartbeat within the grace "
-            "period) and queued its cell again"
-        )
-        sink.figures = False
-        with contextlib.suppress(Exception):
-            sink.close("KILLED", reason)
-        return TrialOutcome(trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - start)
-
-    def fail(
-        kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED"
-    ) -> TrialOutcome:
-        try:
-            storage.set_trial_user_attr(trial._trial_id, ATTR_FAILURE, kind)
-            storage.set_trial_user_attr(trial._trial_id, ATTR_REASON, reason)
-            told = _tell(study, trial, state=state)  # before closing the run: see reconcile
-        except optuna.exceptions.UpdateFinishedTrialError:
-            told = False
-        if not told:
-            return gone()
-        sink.set_tags({"simlab.failure": kind})
-        sink.close(status, reason)
-        return TrialOutcome(
-            trial.number,
-            state.name,
-            reason=reason,
-            wall_s=time.perf_counter() - start,
-            tracking_s=create_s + sink.write_seconds,
-        )
-
-    if build_error is not None or cfg is None:
-        return fail("error", f"config: {build_error}")
-    sink.log_params({**backend.flatten(cfg), "sweep.cell": cell.label})
+    cfg, config_tags, build_error = _build(backend, spec.settings(params), seed)
+    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
+    run.create_s = time.perf_counter() - t0
+    if build_error is not None:
+        return run.fail("error", f"config: {build_error}")
+    run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
+    tsink = TrialSink(run.sink, trial, spec.objective.metric, spec.pruner.kind != "nop",
+                      int(ctx.coordinator["pid"]), lost)
     try:
         result = backend.train(cfg, tsink, Path(ctx.store))
     except optuna.TrialPruned as exc:
-        return fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
+        return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
     except Exception as exc:
-        return fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
-    value = result.get(spec.objective.metric)
-    if value is None or not math.isfinite(float(value)):
-        got = ", ".join(sorted(result)) or "nothing"
-        return fail("error", f"objective {spec.objective.metric!r} is {value!r}; the trial returned {got}")
-    tsink._check_coordinator()
-    # the trainer logs its final evaluation itself; record only what it returned without logging
-    logged = sink.rows[-1] if sink.rows else {}
-    unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
-    if unlogged:
-        sink.log_metrics(unlogged, max(tsink.last_step, 0))
-    if not _tell(study, trial, values=float(value)):  # before closing the run: see reconcile
-        return gone()
-    sink.close("FINISHED")
-    return TrialOutcome(
-        trial.number,
-        "COMPLETE",
-        value=float(value),
-        wall_s=time.perf_counter() - start,
-        tracking_s=create_s + sink.write_seconds,
-    )
+        return run.fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
+    return run.finish(result, spec.objective.metric, tsink)
 
 
 def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
@@ -633,6 +651,7 @@ class SweepResult:
     failed: int
     reconciled: tuple[int, ...]
     table: Path | None
+    """``trials.csv``: every trial's point, seed, state, value and failure (``None`` if it was not written)."""
     wall_s: float
     outcomes: tuple[TrialOutcome, ...]
 
@@ -666,11 +685,13 @@ class OpenSweep:
     reconciled: list[int]
 
     def todo(self) -> int:
+        """Trials still to run: waiting grid cells, or the tpe trials ``n_trials`` still allows."""
         if self.spec.sampler == "grid":
             return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         return tpe_remaining(self.study, self.spec, self.ctx.final)
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
+        """The study's lock (a file lock beside a journal, the database's for an RDB study)."""
         return storage_lock(self.study_store.location, self.spec.name)
 
     def refresh(self) -> list[int]:
@@ -682,6 +703,7 @@ class OpenSweep:
         return failed
 
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float) -> SweepResult:
+        """The :class:`SweepResult` of this run's ``outcomes``."""
         return SweepResult(
             study=self.spec.name,
             storage=self.study_store.location,
@@ -702,6 +724,50 @@ class OpenSweep:
         return not busy and self.todo() == 0
 
 
+def _create_study(
+    spec: SweepSpec, study_store: stores.StudyStore, heartbeat: int, tracking_uri: str
+) -> optuna.Study:
+    """Create or load the sweep's study; a changed spec under the same name is refused before MLflow is
+    touched (its fingerprint is stored on the study)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    direction: Literal["minimize", "maximize"] = "minimize" if spec.objective.direction == "minimize" else "maximize"
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=open_storage(study_store.location, heartbeat, tracking_uri),
+        load_if_exists=True,
+        direction=direction,
+        sampler=make_sampler(spec),
+        pruner=make_pruner(spec),
+    )
+    known = study.user_attrs.get(names.STUDY_FINGERPRINT)
+    if known is not None and known != spec.fingerprint():
+        raise SpecError(
+            f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
+            "a new `name` or another --storage (resuming it would mix two sweeps)"
+        )
+    study.set_user_attr(names.STUDY_FINGERPRINT, spec.fingerprint())
+    return study
+
+
+def _open_runs(
+    spec: SweepSpec, store: tracking.Store, study_store: stores.StudyStore
+) -> tuple[Any, str, str, dict[str, str]]:
+    """(client, experiment id, parent run id, provenance tags): the sweep's experiment and its one parent
+    run, whichever host comes first (the caller holds the study's lock, so search-then-create is atomic)."""
+    client = tracking.prepare(store)
+    experiment_id = tracking.ensure_experiment(client, spec.name, store)
+    provenance = tracking.provenance_tags()
+    parent_tags = {
+        names.SAMPLER_TAG: spec.sampler,
+        names.OBJECTIVE_TAG: spec.objective.metric,
+        names.STORAGE_TAG: study_store.shown,
+        names.NOTE_TAG: spec.description,
+        **({names.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
+        **provenance,
+    }
+    return client, experiment_id, tracking.parent_run(client, experiment_id, spec.name, parent_tags), provenance
+
+
 def open_sweep(
     spec: SweepSpec,
     *,
@@ -717,48 +783,16 @@ def open_sweep(
     under the study's lock, so processes on several hosts may open the same sweep at once.
     """
     root = (root or stores.home()).resolve()
-    if heartbeat < 1:
-        raise SpecError(f"`heartbeat={heartbeat}` is invalid; choose an integer number of seconds >= 1")
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int) or not 1 <= heartbeat <= 86_400:
+        raise SpecError.invalid("--heartbeat", heartbeat, "choose an integer number of seconds in [1, 86400]")
     study_store, uri, artifact_root = stores.preflight(storage, tracking_uri, root)
     validate(spec, load_backend(backend))
     store = tracking.Store(uri, artifact_root)
     location = study_store.location
 
-    # first writes: the study (a changed spec under the same name is refused before MLflow is touched)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    direction: Literal["minimize", "maximize"] = (
-        "minimize" if spec.objective.direction == "minimize" else "maximize"
-    )
     with storage_lock(location, spec.name):  # hosts starting at once: one creates the tables, the study
-        opened = open_storage(location, heartbeat, store.tracking_uri)
-        study = optuna.create_study(
-            study_name=spec.name,
-            storage=opened,
-            load_if_exists=True,
-            direction=direction,
-            sampler=make_sampler(spec),
-            pruner=make_pruner(spec),
-        )
-        known = study.user_attrs.get("simlab.fingerprint")
-        if known is not None and known != spec.fingerprint():
-            raise SpecError(
-                f"study {spec.name!r} in {study_store.shown} was made from a different spec; give this sweep "
-                "a new `name` or another --storage (resuming it would mix two sweeps)"
-            )
-        study.set_user_attr("simlab.fingerprint", spec.fingerprint())
-        client = tracking.prepare(store)
-        experiment_id = tracking.ensure_experiment(client, spec.name, store)
-        provenance = tracking.provenance_tags()
-        parent_tags = {
-            "simlab.sampler": spec.sampler,
-            "simlab.objective": spec.objective.metric,
-            "simlab.storage": study_store.shown,
-            "mlflow.note.content": spec.description,
-            **({tracking.BASELINE_TAG: spec.baseline} if spec.baseline else {}),
-            **provenance,
-        }
-        # one parent per sweep, whichever host comes first: the lock makes search-then-create atomic
-        parent_run_id = tracking.parent_run(client, experiment_id, spec.name, parent_tags)
+        study = _create_study(spec, study_store, heartbeat, store.tracking_uri)  # the first write
+        client, experiment_id, parent_run_id, provenance = _open_runs(spec, store, study_store)
         reconciled = reconcile(study, client, experiment_id)
         if spec.sampler == "grid":
             enqueue_missing(study, spec)
@@ -826,10 +860,7 @@ def run_sweep(
     echo: Callable[[str], None] = print,
     heartbeat: int = rdb.HEARTBEAT_S,
 ) -> SweepResult:
-    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write the summary."""
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
+    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write trials.csv."""
     start = time.perf_counter()
     if workers < 1:
         raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
@@ -851,47 +882,60 @@ def run_sweep(
     try:
         if todo:
             prepare_shared(sweep, echo)
-        bar = tqdm(total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
-
-        def record(outcome: TrialOutcome) -> None:
-            outcomes.append(outcome)
-            bar.update(1)
-            bar.set_postfix(failed=sum(o.state == "FAIL" for o in outcomes))
-            if outcome.state == "FAIL":
-                bar.write(f"trial {outcome.number} failed: {outcome.reason}")
-
-        if todo:
-            jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
-                delayed(run_one)(ctx) for _ in range(todo)
-            )
-            for outcome in jobs:
-                if outcome.state != "SKIPPED":
-                    record(outcome)
-        drain(sweep, echo=bar.write, on_outcome=record)  # what other processes left: retries, their trials
-        bar.close()
+        _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
         raise
     finally:
         table = None
         with contextlib.suppress(Exception):
-            table = write_summary(study, spec, results_dir(store, sweep.root, spec.name))
+            table = write_trials(study, results_dir(store, sweep.root, spec.name))
             client.log_artifact(ctx.parent_run_id, str(table), "summary")
-            client.log_artifact(ctx.parent_run_id, str(table.with_suffix(".md")), "summary")
         tracking.finish_run(client, ctx.parent_run_id, status, reason)
     return sweep.result(outcomes, table, start)
 
 
+def _run_pool(sweep: OpenSweep, workers: int, todo: int, progress: bool, outcomes: list[TrialOutcome]) -> None:
+    """Run the ``todo`` trials on ``workers`` loky processes, then what other processes left (retries,
+    their trials) in this one; every outcome goes into ``outcomes`` as it arrives, behind a progress bar."""
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    bar = tqdm(total=todo, unit="trial", disable=not progress, dynamic_ncols=True)
+
+    def record(outcome: TrialOutcome) -> None:
+        outcomes.append(outcome)
+        bar.update(1)
+        bar.set_postfix(failed=sum(o.state == "FAIL" for o in outcomes))
+        if outcome.state == "FAIL":
+            bar.write(f"trial {outcome.number} failed: {outcome.reason}")
+
+    if todo:
+        jobs = Parallel(n_jobs=min(workers, todo), backend="loky", return_as="generator_unordered")(
+            delayed(run_one)(sweep.ctx) for _ in range(todo)
+        )
+        for outcome in jobs:
+            if outcome.state != "SKIPPED":
+                record(outcome)
+    drain(sweep, echo=bar.write, on_outcome=record)
+    bar.close()
+
+
 def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
+    """Where the sweep's local tables go: ``<store folder>/sweeps/<name>``."""
     base = store.local_folder or (root / "mlruns")
     return base / "sweeps" / name
 
 
-def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
-    """Per-trial CSV and a per-point summary (mean, SE over seeds) as CSV and Markdown; the CSV's path."""
-    import polars as pl
+TRIAL_SCHEMA = {
+    "trial": pl.Int64, "point": pl.Utf8, "seed": pl.Int64, "state": pl.Utf8, "value": pl.Float64,
+    "failure": pl.Utf8, "reason": pl.Utf8, "mlflow_run_id": pl.Utf8,
+}
+"""The columns of ``trials.csv``: one row per trial that left the queue."""
 
-    folder.mkdir(parents=True, exist_ok=True)
+
+def trial_table(study: optuna.Study) -> pl.DataFrame:
+    """One row per trial that left the queue: its grid point, seed, state, value and why it failed."""
     rows = []
     everything = study.get_trials(deepcopy=False)
     replaced = {t.user_attrs[ATTR_REPLACES]: t for t in everything if ATTR_REPLACES in t.user_attrs}
@@ -905,55 +949,16 @@ def write_summary(study: optuna.Study, spec: SweepSpec, folder: Path) -> Path:
             failure, reason = "killed", "its worker stopped its heartbeat"
             if t.number in replaced:
                 reason += f"; its cell ran again as trial {replaced[t.number].number}"
-        rows.append(
-            {
-                "trial": t.number,
-                "point": point or "-",
-                "seed": cell.get("seed"),
-                "state": t.state.name,
-                "value": t.value,
-                "failure": failure,
-                "reason": reason,
-                "mlflow_run_id": t.user_attrs.get(ATTR_RUN, ""),
-            }
-        )
-    trials = pl.DataFrame(
-        rows,
-        schema={
-            "trial": pl.Int64,
-            "point": pl.Utf8,
-            "seed": pl.Int64,
-            "state": pl.Utf8,
-            "value": pl.Float64,
-            "failure": pl.Utf8,
-            "reason": pl.Utf8,
-            "mlflow_run_id": pl.Utf8,
-        },
-    )
-    trials.write_csv(folder / "trials.csv")
-    done = pl.col("state") == "COMPLETE"
-    summary = (
-        trials.group_by("point")
-        .agg(
-            done.sum().alias("n"),
-            pl.col("value").filter(done).mean().alias("mean"),
-            (pl.col("value").filter(done).std() / done.sum().cast(pl.Float64).sqrt()).alias("se"),
-            (pl.col("failure") == "diverged").sum().alias("diverged"),
-            (pl.col("state") == "FAIL").sum().alias("failed"),
-        )
-        .sort("mean", descending=spec.objective.direction == "maximize", nulls_last=True)
-    )
-    path = folder / "summary.csv"
-    summary.write_csv(path)
-    lines = [
-        f"# sweep {spec.name}: {spec.objective.metric} ({spec.objective.direction})",
-        "",
-        "| point | n | mean | se | diverged | failed (incl. killed, retried) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in summary.iter_rows(named=True):
-        mean = "-" if r["mean"] is None else f"{r['mean']:.4f}"
-        se = "-" if r["se"] is None or not math.isfinite(r["se"]) else f"{r['se']:.4f}"
-        lines.append(f"| {r['point']} | {r['n']} | {mean} | {se} | {r['diverged']} | {r['failed']} |")
-    path.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        rows.append({"trial": t.number, "point": point or "-", "seed": cell.get("seed"), "state": t.state.name,
+                     "value": t.value, "failure": failure, "reason": reason,
+                     "mlflow_run_id": t.user_attrs.get(ATTR_RUN, "")})
+    return pl.DataFrame(rows, schema=TRIAL_SCHEMA)
+
+
+def write_trials(study: optuna.Study, folder: Path) -> Path:
+    """``trials.csv`` (:func:`trial_table`) in ``folder``; its path. The per-point summary over seeds is
+    the analysis layer's (:func:`simlab.analysis.summary.write_summary`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "trials.csv"
+    trial_table(study).write_csv(path)
     return path

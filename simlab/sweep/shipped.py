@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simlab.sweep.spec import SpecError
+from simlab.errors import SpecError
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # the installed or checked-out simlab/
 

@@ -13,13 +13,14 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from simlab.errors import SpecError
 from simlab.registry import Registry
+from simlab.schema import COUNT_MAX, SEED_MAX, flatten, read_toml
 
 TOP_KEYS = (
     "name",
@@ -48,10 +49,6 @@ RESERVED = ("seed", "variant")
 """Optuna parameter names the runner uses itself."""
 SCALAR = (str, int, float, bool)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class SpecError(ValueError):
-    """A sweep spec is invalid; the message names the key and what is allowed."""
 
 
 def _name_registries() -> dict[str, Registry[Any]]:
@@ -112,7 +109,8 @@ class Objective:
     """The metric a trial returns and which way is better."""
 
     metric: str
-    """A key of the dict the trial function returns, e.g. ``eval/compacted_success``."""
+    """A key of the dict the trial function returns, e.g. ``eval/compacted/success``
+    (:data:`simlab.names.EVAL_COMPACTED_SUCCESS`)."""
     direction: str = "maximize"
     """``maximize`` or ``minimize``."""
 
@@ -253,19 +251,11 @@ class SweepSpec:
 def load_spec(path: Path | str) -> SweepSpec:
     """Read and validate a TOML spec file."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"sweep spec {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read sweep spec {str(path)!r}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from None
-    return parse_spec(raw, default_name=path.stem)
+    return parse_spec(read_toml(path, "sweep spec", SpecError), default_name=path.stem)
 
 
 def _bad(key: str, value: Any, allowed: str) -> SpecError:
-    return SpecError(f"`{key}={value!r}` is invalid; {allowed}")
+    return SpecError.invalid(key, value, allowed)
 
 
 def _is_int(v: Any) -> bool:
@@ -284,23 +274,12 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) 
             )
 
 
-def _flatten_settings(where: str, table: Any, *, dist_ok: bool) -> dict[str, Any]:
-    """TOML dotted keys nest; flatten to key paths, stopping at lists and at ``{type = ...}`` tables."""
+def _key_paths(where: str, table: Any, *, dist_ok: bool) -> dict[str, Any]:
+    """The table under ``where`` as key paths (TOML dotted keys nest; :func:`simlab.schema.flatten`),
+    stopping at lists and, where distributions are allowed, at ``{type = ...}`` tables."""
     if not isinstance(table, dict):
         raise _bad(where, table, "give a table of key path = value")
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        path = f"{where}.{key}" if where else key
-        if isinstance(value, dict) and not (dist_ok and "type" in value):
-            for sub, sub_value in _flatten_settings(path, value, dist_ok=dist_ok).items():
-                out[sub] = sub_value
-        else:
-            out[path] = value
-    return out
-
-
-def _strip(prefix: str, flat: dict[str, Any]) -> dict[str, Any]:
-    return {k[len(prefix) + 1 :]: v for k, v in flat.items()}
+    return flatten(table, leaf=(lambda t: "type" in t) if dist_ok else None)
 
 
 def _check_value(where: str, key: str, value: Any) -> None:
@@ -390,55 +369,78 @@ def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
 
 
 def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepSpec:
-    """Validate a decoded TOML spec. Raises :class:`SpecError` naming the key and what is allowed."""
+    """Validate a decoded TOML spec. Raises :class:`SpecError` naming the key and what is allowed.
+
+    The parts are checked in file order (name, sampler, seeds, base, space, variants, objective,
+    pruner, baseline), so the first error a user sees is the first bad entry.
+    """
     _check_keys("", raw, TOP_KEYS)
+    name, description, sampler, seeds, n_trials = _parse_header(raw, default_name)
+    base = _parse_base(raw.get("base", {}))
+    space_flat = _key_paths("space", raw.get("space", {}), dist_ok=True)
+    axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
+    variants = _parse_variants(raw.get("variants", []), space_flat)
+    if not axes and not variants:
+        raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
+    spec = SweepSpec(
+        name=name,
+        description=description,
+        base=base,
+        axes=axes,
+        variants=variants,
+        seeds=seeds,
+        objective=_parse_objective(raw.get("objective")),
+        sampler=sampler,
+        pruner=_parse_pruner(raw.get("pruner", {"type": "nop"})),
+        n_trials=n_trials,
+    )
+    return _with_baseline(spec, raw.get("baseline"))
+
+
+def _parse_header(raw: Mapping[str, Any], default_name: str) -> tuple[str, str, str, tuple[int, ...], int | None]:
+    """(name, description, sampler, seeds, n_trials)."""
     name = raw.get("name", default_name)
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise _bad("name", name, "give letters, digits, '_', '.' or '-'")
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _bad("description", description, "give a string")
-
     sampler = raw.get("sampler", "grid")
-    if sampler not in SAMPLERS:
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise _bad("sampler", sampler, f"choose one of {', '.join(map(repr, SAMPLERS))}")
-
     seeds = raw.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) and s >= 0 for s in seeds):
-        raise _bad("seeds", seeds, "give a non-empty list of integers >= 0")
+    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) and 0 <= s <= SEED_MAX for s in seeds):
+        raise _bad("seeds", seeds, f"give a non-empty list of integers in [0, {SEED_MAX}]")
     dupes = sorted({s for s in seeds if seeds.count(s) > 1})
     if dupes:
         raise _bad("seeds", seeds, f"list each seed once (repeated: {dupes})")
-
     n_trials: Any = raw.get("n_trials")
     if sampler == "tpe":
-        if not _is_int(n_trials) or n_trials < 1:
-            raise _bad("n_trials", n_trials, "sampler 'tpe' needs an integer >= 1")
+        if not _is_int(n_trials) or not 1 <= n_trials <= COUNT_MAX:
+            raise _bad("n_trials", n_trials, f"sampler 'tpe' needs an integer in [1, {COUNT_MAX}]")
     elif n_trials is not None:
         raise _bad("n_trials", n_trials, "sampler 'grid' runs every cell x seed; remove n_trials")
+    return name, description, sampler, tuple(seeds), n_trials
 
-    base_raw = raw.get("base", {})
+
+def _parse_base(base_raw: Any) -> Base:
     if not isinstance(base_raw, dict):
         raise _bad("base", base_raw, "give a table with preset, recipe and overrides")
     _check_keys("base.", base_raw, BASE_KEYS)
     for key in ("preset", "recipe"):
         if key in base_raw and not isinstance(base_raw[key], str):
             raise _bad(f"base.{key}", base_raw[key], "give a preset name (string)")
-    overrides = _strip(
-        "base.overrides", _flatten_settings("base.overrides", base_raw.get("overrides", {}), dist_ok=False)
-    )
+    overrides = _key_paths("base.overrides", base_raw.get("overrides", {}), dist_ok=False)
     for key, value in overrides.items():
         if key in RESERVED or key in TOP_LEVEL_SETTINGS:
             raise SpecError(
                 f"`base.overrides.{key}` is not a config key path; set it as `base.{key}` or `seeds`"
             )
         _check_value("base.overrides", key, value)
-    base = Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
+    return Base(preset=base_raw.get("preset"), recipe=base_raw.get("recipe"), overrides=overrides)
 
-    space_flat = _strip("space", _flatten_settings("space", raw.get("space", {}), dist_ok=True))
-    axes = tuple(_parse_axis(key, value, sampler) for key, value in space_flat.items())
 
-    variants_raw = raw.get("variants", [])
+def _parse_variants(variants_raw: Any, space_flat: Mapping[str, Any]) -> tuple[Variant, ...]:
     if not isinstance(variants_raw, list):
         raise _bad("variants", variants_raw, "give an array of tables [[variants]] with name and set")
     variants: list[Variant] = []
@@ -452,9 +454,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
             raise _bad(f"{where}.name", vname, "give letters, digits, '_', '.' or '-'")
         if any(v.name == vname for v in variants):
             raise _bad(f"{where}.name", vname, "give each variant a distinct name")
-        settings = _strip(
-            f"{where}.set", _flatten_settings(f"{where}.set", item.get("set", {}), dist_ok=False)
-        )
+        settings = _key_paths(f"{where}.set", item.get("set", {}), dist_ok=False)
         for key, value in settings.items():
             if key in RESERVED:
                 raise SpecError(f"`{where}.set.{key}` is reserved; seeds go under `seeds`")
@@ -462,11 +462,10 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
                 raise SpecError(f"`{where}.set.{key}` is also swept in `space.{key}`; keep it in one place")
             _check_value(f"{where}.set", key, value)
         variants.append(Variant(vname, settings))
+    return tuple(variants)
 
-    if not axes and not variants:
-        raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
 
-    obj_raw = raw.get("objective")
+def _parse_objective(obj_raw: Any) -> Objective:
     if not isinstance(obj_raw, dict):
         raise _bad("objective", obj_raw, "give a table {metric = '...', direction = 'maximize'|'minimize'}")
     _check_keys("objective.", obj_raw, ("metric", "direction"))
@@ -474,72 +473,97 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     if not isinstance(metric, str) or not metric:
         raise _bad("objective.metric", metric, "give the name of a metric the trial returns")
     direction = obj_raw.get("direction", "maximize")
-    if direction not in DIRECTIONS:
+    if not isinstance(direction, str) or direction not in DIRECTIONS:
         raise _bad("objective.direction", direction, f"choose one of {', '.join(map(repr, DIRECTIONS))}")
+    return Objective(metric, direction)
 
-    pr_raw = raw.get("pruner", {"type": "nop"})
+
+def _parse_pruner(pr_raw: Any) -> PrunerSpec:
     if not isinstance(pr_raw, dict):
         raise _bad("pruner", pr_raw, "give a table {type = 'median'|'percentile'|'nop', ...}")
     _check_keys("pruner.", pr_raw, ("type", "n_startup_trials", "n_warmup_steps", "percentile"))
     kind = pr_raw.get("type", "nop")
-    if kind not in PRUNERS:
+    if not isinstance(kind, str) or kind not in PRUNERS:
         raise _bad("pruner.type", kind, f"choose one of {', '.join(map(repr, PRUNERS))}")
     for key in ("n_startup_trials", "n_warmup_steps"):
-        if key in pr_raw and not (_is_int(pr_raw[key]) and pr_raw[key] >= 0):
-            raise _bad(f"pruner.{key}", pr_raw[key], "give an integer >= 0")
+        if key in pr_raw and not (_is_int(pr_raw[key]) and 0 <= pr_raw[key] <= COUNT_MAX):
+            raise _bad(f"pruner.{key}", pr_raw[key], f"give an integer in [0, {COUNT_MAX}]")
     pct = pr_raw.get("percentile", 25.0)
     if not _is_num(pct) or not 0 < pct < 100:
         raise _bad("pruner.percentile", pct, "give a number in (0, 100)")
-    pruner = PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
+    return PrunerSpec(kind, pr_raw.get("n_startup_trials", 5), pr_raw.get("n_warmup_steps", 0), float(pct))
 
-    spec = SweepSpec(
-        name=name,
-        description=description,
-        base=base,
-        axes=axes,
-        variants=tuple(variants),
-        seeds=tuple(seeds),
-        objective=Objective(metric, direction),
-        sampler=sampler,
-        pruner=pruner,
-        n_trials=n_trials,
-    )
-    baseline = raw.get("baseline")
+
+def _with_baseline(spec: SweepSpec, baseline: Any) -> SweepSpec:
     if baseline is None:
         return spec
-    if sampler != "grid":
+    if spec.sampler != "grid":
         raise _bad("baseline", baseline, "a baseline needs `sampler = 'grid'` (a tpe sweep has no fixed cells)")
-    known = [Cell(point, seeds[0]).variant for point in spec.grid_points()]
+    known = [Cell(point, spec.seeds[0]).variant for point in spec.grid_points()]
     if baseline not in known:
         raise _bad("baseline", baseline, f"choose one of the grid's variants: {', '.join(map(repr, known))}")
     return replace(spec, baseline=baseline)
 
 
+PROBE_LIMIT = 256
+"""Most configurations a tpe spec's probes resolve (every combination while there are this few)."""
+
+
+def _probe_values(axis: Axis) -> tuple[Any, ...]:
+    """What to try of one axis: a grid's values, a categorical's choices, an int range's values when it
+    has at most 8 (rules such as divisibility bite in between), else a range's two ends."""
+    if axis.grid is not None:
+        return axis.grid
+    d = axis.dist
+    assert d is not None
+    if d.kind == "categorical":
+        return d.choices
+    step = d.step if d.step is not None else (1 if d.kind == "int" else None)
+    if step is None:
+        return (d.low, d.high)
+    last = d.low + step * math.floor((d.high - d.low) / step + 1e-9)  # the highest value Optuna can sample
+    if d.kind == "int" and (last - d.low) // step < 8:
+        return tuple(range(int(d.low), int(last) + 1, int(step)))
+    return (d.low, int(last) if d.kind == "int" else last)
+
+
+def _combinations(values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Every combination of the axes' probe values while there are at most :data:`PROBE_LIMIT`, else
+    every combination of their ends, else every pair of axes at every pair of ends (the rest at their
+    low end): values valid one by one can still be invalid together (a window and a T_comp)."""
+    if math.prod(len(v) for v in values) <= PROBE_LIMIT:
+        return list(itertools.product(*values))
+    ends = [(v[0], v[-1]) if len(v) > 1 else v for v in values]
+    if math.prod(len(v) for v in ends) <= PROBE_LIMIT:
+        return list(itertools.product(*ends))
+    low = [v[0] for v in ends]
+    out = []
+    for i, j in itertools.combinations(range(len(ends)), 2):
+        for a, b in itertools.product(ends[i], ends[j]):
+            combo = list(low)
+            combo[i], combo[j] = a, b
+            out.append(tuple(combo))
+    return out
+
+
 def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Settings that exercise every swept value once: each grid point (capped) or each range's ends.
+    """Settings that exercise the spec before anything runs: each grid point, or for ``tpe`` the
+    combinations of its ranges' probe values (:func:`_combinations`) under each variant.
 
     The runner resolves each through the trial backend before anything is written, so an unknown key
-    path or an out-of-range value fails the whole sweep up front instead of failing trials one by one.
+    path, an out-of-range value or values that clash fail the whole sweep up front instead of failing
+    trials one by one.
     """
     if spec.sampler == "grid":
         return [spec.settings(p) for p in spec.grid_points()]
-    probes: list[dict[str, Any]] = []
+    keys = [axis.key for axis in spec.axes]
+    combos = _combinations([_probe_values(axis) for axis in spec.axes])
     variants: list[str | None] = [v.name for v in spec.variants] or [None]
+    probes = []
     for variant in variants:
-        for axis in spec.axes:
-            values: tuple[Any, ...]
-            if axis.grid is not None:
-                values = axis.grid
-            elif axis.dist is not None and axis.dist.kind == "categorical":
-                values = axis.dist.choices
-            else:
-                assert axis.dist is not None
-                values = (axis.dist.low, axis.dist.high)
-            for value in values:
-                params: dict[str, Any] = {axis.key: value}
-                if variant is not None:
-                    params["variant"] = variant
-                probes.append(spec.settings(params))
-        if not spec.axes and variant is not None:
-            probes.append(spec.settings({"variant": variant}))
+        for combo in combos:
+            params: dict[str, Any] = dict(zip(keys, combo, strict=True))
+            if variant is not None:
+                params["variant"] = variant
+            probes.append(spec.settings(params))
     return probes

@@ -25,7 +25,7 @@ from simlab.sweep.runner import (
     open_sweep,
     prepare_shared,
     results_dir,
-    write_summary,
+    write_trials,
 )
 from simlab.sweep.spec import SweepSpec
 
@@ -40,7 +40,7 @@ def run_worker(
     heartbeat: int = rdb.HEARTBEAT_S,
     echo: Callable[[str], None] = print,
 ) -> SweepResult:
-    """Join (or create) the sweep, run trials until every cell is finished, write the local summary."""
+    """Join (or create) the sweep, run trials until every cell is finished, write the local trials table."""
     start = time.perf_counter()
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
@@ -60,7 +60,7 @@ def run_worker(
         echo(f"trial {outcome.number} {outcome.state} in {outcome.wall_s:.1f} s{why}")
 
     drain(sweep, echo=echo, on_outcome=record)
-    table = write_summary(sweep.study, spec, results_dir(sweep.store, sweep.root, spec.name))
+    table = write_trials(sweep.study, results_dir(sweep.store, sweep.root, spec.name))
     # every cell is finished: whichever process sees that last ends the parent run (ending it twice is harmless)
     tracking.finish_run(sweep.client, sweep.ctx.parent_run_id, "FINISHED")
     return sweep.result(outcomes, table, start)

@@ -91,7 +91,7 @@ def test_normaliser_options_rejected(name, kwargs, match):
 
 @pytest.mark.parametrize("multiple", [0, -2, 1.5, True])
 def test_pad_to_rejects(multiple):
-    with pytest.raises(ValueError, match=f"multiple={multiple!r} is invalid"):
+    with pytest.raises(ValueError, match=f"`multiple={multiple!r}` is invalid"):
         BATCH.pad_to(multiple)
 
 

@@ -41,7 +41,7 @@ def test_negative_S_k_m_H(field: str) -> None:
 
 def test_unknown_trigger_lists_the_valid_ones() -> None:
     with pytest.raises(
-        UnknownNameError, match=r"`trigger='react'` is invalid; choose one of 'threshold'.*'every_step'"
+        UnknownNameError, match=r"`harness.trigger='react'` is invalid; choose one of 'threshold'.*'every_step'"
     ):
         HarnessConfig(trigger="react")
 
@@ -78,7 +78,7 @@ def test_cli_bad_input_exits_2_naming_the_field() -> None:
     for args, needle in [
         (["--frac", "1.5"], "`harness.frac=1.5` is invalid; choose a value in (0, 1]"),
         (["--max-compactions", "-1"], "`harness.max_compactions=-1` is invalid"),
-        (["--trigger", "foo"], "`trigger='foo'` is invalid"),
+        (["--trigger", "foo"], "`harness.trigger='foo'` is invalid"),
         (["--agent", "foo"], "`agent='foo'` is invalid"),
         (["--window", "10"], "`harness.window=10` is invalid"),
         (

@@ -21,7 +21,7 @@ from tests.policy.conftest import VOCAB, tiny_policy
         ({"max_len": 2.5}, "`policy.max_len=2.5` is invalid"),
         ({"d_model": True}, "`policy.d_model=True` is invalid"),
         ({"dropout": 1.0}, "`policy.dropout=1.0` is invalid; choose a value in [0, 1)"),
-        ({"value_head": "yes"}, "`policy.value_head='yes'` is invalid; use True or False"),
+        ({"value_head": "yes"}, "`policy.value_head='yes'` is invalid; choose true or false"),
     ],
 )
 def test_config_errors_name_key_and_value(overrides: dict[str, object], needle: str) -> None:

@@ -1,10 +1,13 @@
-"""The SegmentBatch: segmented rollouts laid out as rows, the one input the credit layer reads.
+"""The SegmentBatch: segmented rollouts laid out as rows, what the harness hands the credit layer.
+
+A shared type, in a neutral module: the harness builds it, the credit layer reads it, and neither imports
+the other.
 
 Rows are segments in rollout-major order (every segment of rollout 0, then rollout 1, ...). Each row
 holds the optimised tokens of one segment left-aligned in a ``(num_segments, max_tokens)`` grid; the
 rest of the row is padding. Dummy rows (``pad_to``) have zero tokens and belong to no rollout.
 
-Everything here is numpy; the batch knows nothing about tasks, models or trainers.
+Everything here is numpy (and two compiled loops); the batch knows nothing about tasks, models or trainers.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from functools import cached_property
 from numbers import Integral, Real
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.credit import kernels
+from simlab.schema import IntIn, check_value
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -75,48 +79,15 @@ class SegmentBatch:
         Raises:
             ValueError: naming the argument, the position and what was wrong.
         """
-        if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
-            raise ValueError(
-                f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
-            )
-        num_rollouts = len(segment_tokens)
-        if num_rollouts == 0:
-            raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
-
-        counts: list[int] = []
-        per_rollout_k: list[int] = []
-        for r, segs in enumerate(segment_tokens):
-            if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
-                raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
-            if len(segs) == 0:
-                raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
-            for s, n in enumerate(segs):
-                if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
-                    raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
-                if n < 1:
-                    raise ValueError(
-                        f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
-                        "optimised token"
-                    )
-                counts.append(int(n))
-            per_rollout_k.append(len(segs))
-
+        counts, per_rollout_k = _segment_counts(segment_tokens)
+        num_rollouts = len(per_rollout_k)
         reward_arr = _finite_vector("rewards", rewards, num_rollouts)
-
         if groups is None:
             group_codes = np.zeros(num_rollouts, dtype=np.int64)
             labels: tuple[Hashable, ...] = (0,)
         else:
             group_codes, labels = _encode_groups(groups, num_rollouts)
-
-        if finished is None:
-            finished_arr = np.ones(num_rollouts, dtype=np.bool_)
-        else:
-            _check_length("finished", finished, num_rollouts)
-            for r, f in enumerate(finished):
-                if not isinstance(f, (bool, np.bool_)):
-                    raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
-            finished_arr = np.asarray(finished, dtype=np.bool_)
+        finished_arr = _finished_flags(finished, num_rollouts)
 
         k = np.asarray(per_rollout_k, dtype=np.int64)
         seg_tokens = np.asarray(counts, dtype=np.int64)
@@ -141,7 +112,7 @@ class SegmentBatch:
         )
 
     def with_values(self, values: FloatArray) -> SegmentBatch:
-        """This batch with critic values given as an (S, max_tokens) grid (0 on padding).
+        """The batch with critic values given as an (S, max_tokens) grid (0 on padding).
 
         The trainer scores a whole rollout batch at once, so its values already come as a grid; this
         skips the per-segment lists of :meth:`from_rollouts` but checks the same things.
@@ -163,8 +134,7 @@ class SegmentBatch:
         Dummy rows are zero in every output and never change a real row's weight (SUPO's padding of
         the segment count to the mini-batch size).
         """
-        if isinstance(multiple, bool) or not isinstance(multiple, Integral) or multiple < 1:
-            raise ValueError(f"multiple={multiple!r} is invalid; use an integer >= 1")
+        check_value("multiple", multiple, IntIn(1))
         extra = (-self.num_segments) % int(multiple)
         if extra == 0:
             return self
@@ -191,10 +161,12 @@ class SegmentBatch:
 
     @property
     def num_rollouts(self) -> int:
+        """Rollouts in the batch (R)."""
         return int(self.rewards.size)
 
     @property
     def num_groups(self) -> int:
+        """Prompt groups in the batch."""
         return len(self.group_labels)
 
     @property
@@ -204,13 +176,15 @@ class SegmentBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """(rows, row width) of the token grids."""
         return (self.num_segments, self.max_tokens)
 
     # ------------------------------------------------------------------ derived per row / rollout
     @cached_property
     def is_real(self) -> BoolArray:
         """(S,) False on dummy rows."""
-        return self.seg_rollout != DUMMY
+        real: BoolArray = self.seg_rollout != DUMMY
+        return real
 
     @cached_property
     def token_mask(self) -> BoolArray:
@@ -233,7 +207,7 @@ class SegmentBatch:
     @cached_property
     def n_after(self) -> IntArray:
         """(S,) N_after(s): optimised tokens generated after row s in its rollout (0 on dummies)."""
-        return kernels.tokens_after(self.seg_tokens, self.seg_rollout)
+        return tokens_after(self.seg_tokens, self.seg_rollout)
 
     @cached_property
     def row_reward(self) -> FloatArray:
@@ -264,11 +238,12 @@ class SegmentBatch:
 
     def broadcast(self, per_row: NDArray[Any]) -> FloatArray:
         """(S,) per-row scalars written onto each row's real tokens: an (S, max_tokens) array."""
-        return kernels.broadcast_rows(
+        return broadcast_rows(
             np.ascontiguousarray(per_row, dtype=np.float64), self.seg_tokens, self.max_tokens
         )
 
     def require_values(self, who: str) -> FloatArray:
+        """The critic values, or ``ValueError`` naming ``who`` needed them when the batch has none."""
         if self.values is None:
             raise ValueError(f"{who} needs critic values; build the batch with values=...")
         return self.values
@@ -289,6 +264,45 @@ def _check_length(name: str, seq: Any, expected: int) -> None:
         raise ValueError(f"{name} must be a sequence with one entry per rollout, got {seq!r}") from None
     if n != expected:
         raise ValueError(f"{name} has {n} entries but segment_tokens has {expected} rollouts")
+
+
+def _segment_counts(segment_tokens: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """(every segment's token count in rollout-major order, each rollout's segment count), checked."""
+    if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
+        raise ValueError(
+            f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
+        )
+    if len(segment_tokens) == 0:
+        raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
+    counts: list[int] = []
+    per_rollout_k: list[int] = []
+    for r, segs in enumerate(segment_tokens):
+        if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
+            raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
+        if len(segs) == 0:
+            raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
+        for s, n in enumerate(segs):
+            if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
+                raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
+            if n < 1:
+                raise ValueError(
+                    f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
+                    "optimised token"
+                )
+            counts.append(int(n))
+        per_rollout_k.append(len(segs))
+    return counts, per_rollout_k
+
+
+def _finished_flags(finished: Sequence[bool] | None, num_rollouts: int) -> BoolArray:
+    """(R,) the finished flags (default: all True), each a bool."""
+    if finished is None:
+        return np.ones(num_rollouts, dtype=np.bool_)
+    _check_length("finished", finished, num_rollouts)
+    for r, f in enumerate(finished):
+        if not isinstance(f, (bool, np.bool_)):
+            raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
+    return np.asarray(finished, dtype=np.bool_)
 
 
 def _finite_vector(name: str, seq: Sequence[float], expected: int) -> FloatArray:
@@ -344,3 +358,75 @@ def _value_grid(
             grid[row, :n] = arr
             row += 1
     return grid
+
+
+def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
+    """How much the segment count K varies inside prompt groups, and how it goes with reward there.
+
+    Args:
+        segments: (R,) K of each rollout.
+        rewards: (R,) its terminal reward.
+        groups: (R,) its prompt group, as codes 0..num_groups-1.
+
+    ``segments_sd``: the mean over groups of the (population) standard deviation of K. ``corr``: the
+    pooled within-group Pearson correlation of K with reward, computed on K and R centred on their
+    group means (NaN when either has no within-group variation). Group-relative statistics see only
+    this variation: between-group differences in K cancel in them. A singleton group has SD 0 and
+    adds nothing to the correlation.
+    """
+    k = np.asarray(segments, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.asarray(groups)
+    size = np.bincount(g)
+    used = size > 0
+
+    def centred(x: FloatArray) -> FloatArray:
+        means: FloatArray = np.bincount(g, weights=x, minlength=size.size)[used] / size[used]
+        out: FloatArray = x - means[np.cumsum(used)[g] - 1]
+        return out
+
+    dk, dr = centred(k), centred(r)
+    sd = np.sqrt(np.bincount(g, weights=dk * dk, minlength=size.size)[used] / size[used])
+    den = math.sqrt(float(dk @ dk) * float(dr @ dr))
+    return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
+
+
+# --- compiled loops over a batch's real tokens (the credit layer's kernels are in simlab.credit.kernels)
+_jit = numba.njit(cache=True, nogil=True)
+
+
+def broadcast_rows(
+    per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
+) -> NDArray[np.float64]:
+    """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
+    out = np.zeros((seg_tokens.size, width))
+    _broadcast_rows(out, per_row, seg_tokens)
+    return out
+
+
+@_jit
+def _broadcast_rows(
+    out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
+) -> None:
+    for s in range(seg_tokens.size):
+        x = per_row[s]
+        if x != 0.0:
+            for t in range(seg_tokens[s]):
+                out[s, t] = x
+
+
+@_jit
+def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
+    """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
+    out = np.zeros(seg_tokens.size, dtype=np.int64)
+    running = 0
+    current = -2
+    for s in range(seg_tokens.size - 1, -1, -1):
+        if seg_rollout[s] < 0:
+            continue
+        if seg_rollout[s] != current:
+            current = seg_rollout[s]
+            running = 0
+        out[s] = running
+        running += seg_tokens[s]
+    return out

@@ -1,0 +1,110 @@
+"""Every error simlab raises for bad input, and the one it raises when training diverges.
+
+A neutral module: it imports nothing from simlab, so every layer (tasks up to analysis) raises the same
+types. Bad input is a :class:`ConfigError`: it carries the full key path, the bad value and what is
+allowed, and its message is one line in Optuna's style::
+
+    `train.eps_low=0` is invalid; choose a value > 0
+
+The command line turns any ``ConfigError`` into ``error: <message>`` and exit code 2. The subclasses
+only say where the input came from (a sweep spec, a store option, a report's experiment, ...), so a
+caller can catch one kind or all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+_UNSET: Any = object()
+
+
+class ConfigError(ValueError):
+    """Bad input: names the key path, the bad value and what is allowed.
+
+    Build one with :meth:`invalid` (a value that is not allowed), :meth:`unknown` (a key that is not a
+    setting) or, for a message that does not fit either form, with the message itself. ``key``,
+    ``value`` and ``allowed`` are kept as attributes so that a caller can re-key the error
+    (:meth:`under`) or name a different culprit without parsing the message.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, value: Any = _UNSET, allowed: str = "") -> None:
+        super().__init__(" ".join(message.split()))  # one line, whatever a library's message held
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+
+    @property
+    def has_value(self) -> bool:
+        """Whether the error carries the bad value (an unknown key carries none)."""
+        return self.value is not _UNSET
+
+    @classmethod
+    def invalid(cls, key: str, value: Any, allowed: str) -> Self:
+        """```key=value`` is invalid; allowed`` (``allowed`` reads "choose ..." or says why)."""
+        return cls(f"`{key}={value!r}` is invalid; {allowed}", key=key, value=value, allowed=allowed)
+
+    @classmethod
+    def unknown(cls, key: str, choices: Any) -> Self:
+        """```key`` is not a setting; choose one of ...``."""
+        allowed = f"choose one of {list(choices)}"
+        return cls(f"`{key}` is not a setting; {allowed}", key=key, allowed=allowed)
+
+    def under(self, prefix: str) -> ConfigError:
+        """The same error with its key path under ``prefix`` (``window`` -> ``harness.window``)."""
+        if self.key is None or not prefix or self.key.startswith(prefix + "."):
+            return self
+        key = f"{prefix}.{self.key}"
+        if self.has_value:
+            return type(self).invalid(key, self.value, self.allowed)
+        message = str(self).replace(f"`{self.key}`", f"`{key}`", 1)
+        return type(self)(message, key=key, allowed=self.allowed)
+
+
+class UnknownNameError(ConfigError):
+    """A name that no registry holds (estimator, normaliser, trigger, agent, ...); lists the valid ones."""
+
+
+class SpecError(ConfigError):
+    """A sweep spec is invalid; the message names the key and what is allowed."""
+
+
+class StoreError(ConfigError):
+    """A store cannot be used; the message names the option, the value, what is allowed and the fix."""
+
+
+class BackendError(ConfigError):
+    """The named trial backend cannot be loaded."""
+
+
+class OutputDirError(ConfigError):
+    """An output folder does not exist or cannot be written."""
+
+
+class ReportError(ConfigError):
+    """Bad input for a report: no such experiment, no finished run, an unknown baseline."""
+
+
+class FindingsError(ConfigError):
+    """A findings row or an export is malformed; the message names the file and the key."""
+
+
+class AuditDataError(ConfigError):
+    """The published-results data is malformed; the message names the entry and the key."""
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss, gradient or the policy's logits became NaN or infinite; nothing was written after it."""
+
+
+__all__ = [
+    "AuditDataError",
+    "BackendError",
+    "ConfigError",
+    "FindingsError",
+    "OutputDirError",
+    "ReportError",
+    "SpecError",
+    "StoreError",
+    "TrainingDiverged",
+    "UnknownNameError",
+]

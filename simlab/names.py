@@ -1,0 +1,236 @@
+"""Every metric, tag and run-param name simlab writes or reads, defined once.
+
+The trainer, the credit layer's health summary, the tracking layer, the sweep runner, the report and
+the findings import their names from here; ``tests/test_names.py`` fails when a run logs a key that
+:func:`declared` does not know. The strings themselves never change: running experiments, the findings
+specs under ``sweeps/findings/`` and their exports refer to them.
+
+Metric keys are ``<prefix>/<name>``:
+
+- rollout outcomes under :data:`TRAIN`, :data:`EVAL_COMPACTED`, :data:`EVAL_SINGLE_WINDOW` and
+  :data:`BASE_TEACHER` (:data:`ROLLOUT`), plus what the trunk spent per evaluation episode (:data:`COST`);
+- the update's diagnostics (:data:`LOSS`) and timings (:data:`PERF`);
+- the credit layer's health summary under :data:`HEALTH` (:data:`HEALTH_KEYS`, and one
+  ``segments/count_<k>`` per segment count), and the advantage errors (:data:`ADV_ERRORS`);
+- value-pretraining steps log every step metric again under :data:`PRETRAIN`.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ------------------------------------------------------------------------------------ metric prefixes
+TRAIN = "train"
+"""Rollouts of a training step."""
+EVAL_COMPACTED = "eval/compacted"
+"""Held-out rollouts under the run's own harness."""
+EVAL_SINGLE_WINDOW = "eval/single_window"
+"""Held-out rollouts with compaction disabled (trigger ``none``)."""
+BASE_TEACHER = "base/teacher"
+"""The reference agent's demonstrations during behaviour cloning."""
+EVALUATIONS = {"compacted": EVAL_COMPACTED, "single_window": EVAL_SINGLE_WINDOW}
+"""The two configurations every run is evaluated in, by the name the report uses."""
+ROLLOUT_PREFIXES = (TRAIN, EVAL_COMPACTED, EVAL_SINGLE_WINDOW, BASE_TEACHER)
+
+# ------------------------------------------------------------------------------- rollout outcomes
+SUCCESS = "success"
+RETURN = "return"
+OVERLONG_RATE = "overlong_rate"
+SEGMENTS_MEAN = "segments_mean"
+COMPACTION_RATE = "compaction_rate"
+STEPS = "steps"
+SUMMARISED_SUCCESS = "summarised_success"
+SUMMARY_HOLDS_ANSWER = "summary_holds_answer"
+ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
+           SUMMARY_HOLDS_ANSWER)
+"""What :func:`simlab.train.rollout_metrics` logs under each rollout prefix."""
+TOKENS_PER_EPISODE = "tokens_per_episode"
+KEYS_PER_EPISODE = "keys_per_episode"
+MFLOPS_PER_EPISODE = "mflops_per_episode"
+COST = (TOKENS_PER_EPISODE, KEYS_PER_EPISODE, MFLOPS_PER_EPISODE)
+"""What :func:`simlab.train.cost_metrics` logs under each evaluation prefix."""
+
+
+def metric(prefix: str, name: str) -> str:
+    """``prefix/name``: ``metric(EVAL_COMPACTED, SUCCESS)`` is ``eval/compacted/success``."""
+    return f"{prefix}/{name}"
+
+
+EVAL_COMPACTED_SUCCESS = metric(EVAL_COMPACTED, SUCCESS)
+"""``eval/compacted/success``: the objective of most sweeps."""
+EVAL_SINGLE_WINDOW_SUCCESS = metric(EVAL_SINGLE_WINDOW, SUCCESS)
+EVAL_COMPACTED_COMPACTION_RATE = metric(EVAL_COMPACTED, COMPACTION_RATE)
+TRAIN_COMPACTION_RATE = metric(TRAIN, COMPACTION_RATE)
+TRAIN_SUMMARISED_SUCCESS = metric(TRAIN, SUMMARISED_SUCCESS)
+
+# ------------------------------------------------------------------------------------- the update
+LOSS_PREFIX = "loss"
+LOSS_POLICY = "loss/loss"
+LOSS_CLIP_FRACTION = "loss/clip_fraction"
+LOSS_APPROX_KL = "loss/approx_kl"
+LOSS_ENTROPY = "loss/entropy"
+LOSS_GRAD_NORM = "loss/grad_norm"
+LOSS_VALUE = "loss/value"
+LOSS_EXPLAINED_VARIANCE = "loss/explained_variance"
+LOSS = (LOSS_POLICY, LOSS_CLIP_FRACTION, LOSS_APPROX_KL, LOSS_ENTROPY, LOSS_GRAD_NORM, LOSS_VALUE,
+        LOSS_EXPLAINED_VARIANCE)
+BASE_LOSS = "base/loss"
+"""Behaviour cloning's loss."""
+
+PERF_ROLLOUT_S = "perf/rollout_s"
+PERF_UPDATE_S = "perf/update_s"
+PERF_ENV_STEPS_PER_S = "perf/env_steps_per_s"
+PERF_ROLLOUT_TOKENS = "perf/rollout_tokens"
+PERF_ROLLOUT_TOKENS_PER_S = "perf/rollout_tokens_per_s"
+PERF_UPDATE_TOKENS = "perf/update_tokens"
+PERF_UPDATE_TOKENS_PER_S = "perf/update_tokens_per_s"
+PERF_OPTIMISED_TOKENS = "perf/optimised_tokens"
+PERF = (PERF_ROLLOUT_S, PERF_UPDATE_S, PERF_ENV_STEPS_PER_S, PERF_ROLLOUT_TOKENS, PERF_ROLLOUT_TOKENS_PER_S,
+        PERF_UPDATE_TOKENS, PERF_UPDATE_TOKENS_PER_S, PERF_OPTIMISED_TOKENS)
+
+PRETRAIN = "pretrain/"
+"""Prefix of every step metric logged during value pretraining (CompactionRL)."""
+
+# --------------------------------------------------------------------------- the credit layer's health
+HEALTH = "health/"
+"""Prefix the trainer logs the health summary under."""
+SEG_MEAN = "segments/mean"
+SEG_MAX = "segments/max"
+SEG_QUANTILE = "segments/q{q}"
+"""Quantile ``q`` (percent) of segments per rollout."""
+SEG_COUNT = "segments/count_"
+"""Prefix of the rollout count with ``k`` segments: ``segments/count_<k>``."""
+HEALTH_COMPACTION_RATE = "compaction_rate"
+BASELINE_SHIFT_MEAN = "baseline_shift/mean"
+LONGER_LOSS_SHARE = "longer/loss_share"
+LONGER_TOKEN_SHARE = "longer/token_share"
+LONGER_RATE = "longer/rate"
+WITHIN_GROUP = "within_group/"
+"""Prefix of the within-group statistics: ``segments_sd`` and ``corr``."""
+WITHIN_GROUP_SD = "within_group/segments_sd"
+WITHIN_GROUP_CORR = "within_group/corr"
+N_AFTER_QUANTILE = "n_after/q{q}"
+LAMBDA_MEAN = "lambda/mean"
+LAMBDA_MIN = "lambda/min"
+FIRST_SEGMENT_WEIGHT_MEAN = "first_segment_weight/mean"
+FIRST_SEGMENT_WEIGHT_MIN = "first_segment_weight/min"
+QUANTILES = (0.1, 0.5, 0.9)
+"""The quantiles the health summary reports (``q10``, ``q50``, ``q90``)."""
+HEALTH_KEYS = (
+    SEG_MEAN, SEG_MAX, HEALTH_COMPACTION_RATE, BASELINE_SHIFT_MEAN, LONGER_LOSS_SHARE, LONGER_TOKEN_SHARE,
+    LONGER_RATE, WITHIN_GROUP_SD, WITHIN_GROUP_CORR, LAMBDA_MEAN, LAMBDA_MIN, FIRST_SEGMENT_WEIGHT_MEAN,
+    FIRST_SEGMENT_WEIGHT_MIN,
+    *(SEG_QUANTILE.format(q=int(q * 100)) for q in QUANTILES),
+    *(N_AFTER_QUANTILE.format(q=int(q * 100)) for q in QUANTILES),
+)
+"""Every key of :func:`simlab.credit.health.summary` but the per-count ones."""
+
+
+def health(key: str) -> str:
+    """A health-summary key as the trainer logs it: ``health/<key>``."""
+    return HEALTH + key
+
+
+def seg_count(k: int) -> str:
+    """``segments/count_<k>``: rollouts with ``k`` segments."""
+    return f"{SEG_COUNT}{k}"
+
+
+ADV_ERROR_ROLLOUT_GROUP = "adv_error/rollout_group/rel_l2"
+"""A group estimator's advantages against rollout_group's on the same batch (relative L2)."""
+ADV_ERROR_FINAL_REL_L2 = "adv_error/final/rel_l2"
+ADV_ERROR_FINAL_CORR = "adv_error/final/corr"
+ADV_ERROR_PRE_FINAL_REL_L2 = "adv_error/pre_final/rel_l2"
+ADV_ERROR_PRE_FINAL_CORR = "adv_error/pre_final/corr"
+ADV_ERRORS = (ADV_ERROR_ROLLOUT_GROUP, ADV_ERROR_FINAL_REL_L2, ADV_ERROR_FINAL_CORR, ADV_ERROR_PRE_FINAL_REL_L2,
+              ADV_ERROR_PRE_FINAL_CORR)
+"""A GAE estimator's advantages against the concatenated-GAE reference (final and pre-final segments)."""
+
+FINAL = "final/"
+"""Prefix an earlier runner logged the trial's returned result under; the report still reads it."""
+SEGMENT_HISTOGRAM = "segment_histogram"
+"""Image key (step-indexed) of the segment-count histogram a trial run logs at its end."""
+
+# ------------------------------------------------------------------------------------------- tags
+ROLE_TAG = "simlab.role"
+"""``parent`` (a sweep's run) or ``trial``."""
+SWEEP_TAG = "simlab.sweep"
+TRIAL_TAG = "simlab.trial_number"
+REASON_TAG = "simlab.status_reason"
+CELL_TAG = "simlab.cell"
+"""The trial's grid cell with its seed, e.g. ``estimator=rollout_group,normaliser=token,seed=0``."""
+VARIANT_TAG = "simlab.variant"
+"""The cell without its seed: the unit ``simlab report`` pools seeds over."""
+SEED_TAG = "simlab.seed"
+BASELINE_TAG = "simlab.baseline"
+"""On a parent run: the variant ``simlab report`` compares against by default."""
+FAILURE_TAG = "simlab.failure"
+"""On a failed trial's run: ``diverged``, ``error``, ``pruned`` or ``killed``."""
+SAMPLER_TAG = "simlab.sampler"
+OBJECTIVE_TAG = "simlab.objective"
+STORAGE_TAG = "simlab.storage"
+GIT_COMMIT_TAG = "simlab.git_commit"
+VERSION_TAG = "simlab.version"
+CONFIG_TAG_KEYS = ("train.recipe", "train.estimator", "train.normaliser", "train.lam", "train.overlong_mask",
+                   "harness.v_sum", "harness.summariser", "harness.trigger", "task.preset")
+"""Config settings a trial's run is also tagged with (``simlab.<key path>``), so runs can be searched by them."""
+NOTE_TAG = "mlflow.note.content"
+"""MLflow's description of a run (a sweep's description goes on its parent)."""
+PARENT_TAG = "mlflow.parentRunId"
+"""The tag MLflow's UI nests child runs by."""
+RUN_NAME_TAG = "mlflow.runName"
+METRICS_TABLE_TAG = "simlab.metrics_table"
+"""On a trial's run: the artifact path of its metric-history export (``simlab.tracking.METRICS_TABLE``)."""
+KIND_TAG = "mlflow.experimentKind"
+"""MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
+
+
+def config_tag(key: str) -> str:
+    """``simlab.<key path>``: the tag of a config setting (:data:`CONFIG_TAG_KEYS`)."""
+    return f"simlab.{key}"
+
+
+TAGS = (ROLE_TAG, SWEEP_TAG, TRIAL_TAG, REASON_TAG, CELL_TAG, VARIANT_TAG, SEED_TAG, BASELINE_TAG, FAILURE_TAG,
+        SAMPLER_TAG, OBJECTIVE_TAG, STORAGE_TAG, GIT_COMMIT_TAG, VERSION_TAG, NOTE_TAG, PARENT_TAG, RUN_NAME_TAG,
+        METRICS_TABLE_TAG,
+        *(config_tag(k) for k in CONFIG_TAG_KEYS))
+"""Every run tag simlab writes."""
+
+# --------------------------------------------------------------------- what a trial records in Optuna
+ATTR_CELL = "cell"
+ATTR_OWNER = "owner"
+ATTR_RUN = "mlflow_run_id"
+ATTR_FAILURE = "failure"
+ATTR_REASON = "reason"
+ATTR_REPLACES = "replaces"
+"""On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
+STUDY_FINGERPRINT = "simlab.fingerprint"
+"""A study's user attr: the spec it was made from (a changed spec under the same name is refused)."""
+
+# ------------------------------------------------------------------------------------- run params
+CELL_PARAM = "sweep.cell"
+"""The param a trial's run records its cell label in, beside the flattened run config."""
+PARAM_EPISODES = "eval.episodes"
+PARAM_WINDOW = "harness.window"
+PARAM_FRAC = "harness.frac"
+PARAM_MAX_COMPACTIONS = "harness.max_compactions"
+PARAM_TRIGGER = "harness.trigger"
+PARAM_T_COMP = "harness.t_comp"
+"""Params (flattened run config keys) the report reads: the evaluation size and the harness geometry."""
+
+
+# ----------------------------------------------------------------------------------------- checking
+_STEP_METRIC = re.compile(
+    "^(?:"
+    + "|".join(re.escape(p) + "/(?:" + "|".join(map(re.escape, ROLLOUT + COST)) + ")" for p in ROLLOUT_PREFIXES)
+    + "|" + "|".join(map(re.escape, (*LOSS, *PERF, *ADV_ERRORS, BASE_LOSS)))
+    + "|" + re.escape(HEALTH) + "(?:" + "|".join(map(re.escape, HEALTH_KEYS)) + "|" + re.escape(SEG_COUNT) + r"\d+)"
+    + ")$"
+)
+
+
+def declared(key: str) -> bool:
+    """Whether ``key`` is a metric name defined here (a ``pretrain/`` or ``final/`` copy included)."""
+    for prefix in (PRETRAIN, FINAL):
+        key = key.removeprefix(prefix)
+    return bool(_STEP_METRIC.match(key))

@@ -1,0 +1,123 @@
+"""Layers run one way: no module imports a layer above its own, at import time or inside a function.
+
+The levels follow the data flow (DESIGN.md): task -> harness -> policy -> credit -> update/train, then
+the tracking layer the sweep writes runs through, the sweep, the analysis that reads them back, and the
+command line over everything. Neutral modules (errors, names, the configuration engine, the registry,
+the store checks, the metric-sink protocol, the SegmentBatch) sit below all of them and import no
+layer. Only the sweep imports optuna; only the tracking layer imports mlflow.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.schema", "simlab.registry", "simlab.stores",
+                 "simlab.sinks", "simlab.segments")),
+    ("tasks", ("simlab.tasks",)),
+    ("harness", ("simlab.harness",)),
+    ("policy", ("simlab.policy",)),
+    ("credit", ("simlab.credit",)),
+    ("train", ("simlab.update", "simlab.recipes", "simlab.config", "simlab.summarisers", "simlab.train",
+               "simlab.demo")),
+    ("tracking", ("simlab.tracking",)),
+    ("sweep", ("simlab.sweep",)),
+    ("analysis", ("simlab.analysis",)),
+    ("cli", ("simlab.cli",)),
+]
+"""(layer, its modules or packages), lowest first."""
+
+
+def level(module: str) -> int | None:
+    """The level of a simlab module (the longest matching prefix wins), ``None`` outside simlab."""
+    best: tuple[int, int] | None = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+def source_modules() -> dict[str, Path]:
+    """Every module of the simlab package as installed (tasks/ and analysis/ through their links)."""
+    out = {}
+    for path in sorted((ROOT / "simlab").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, int]]:
+    """(imported module, line) of every import, at any depth, except under ``if TYPE_CHECKING:``."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+            found.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in source_modules() if level(m) is None] == []
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    modules = source_modules()
+    wrong = []
+    for module, path in modules.items():
+        for target, line in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if not target.startswith("simlab"):
+                continue
+            while target not in modules and "." in target:  # `from pkg import name` names a member
+                target = target.rsplit(".", 1)[0]
+            mine, theirs = level(module), level(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} {module} ({LAYERS[mine][0]}) imports "
+                             f"{target} ({LAYERS[theirs][0]})")
+    assert wrong == []
+
+
+def test_only_the_sweep_imports_optuna_and_only_tracking_imports_mlflow() -> None:
+    wrong = []
+    for module, path in source_modules().items():
+        for target, line in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            top = target.split(".")[0]
+            if (top == "optuna" and not module.startswith("simlab.sweep")) or (
+                top == "mlflow" and module != "simlab.tracking"
+            ):
+                wrong.append(f"{module}:{line} imports {target}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("layer", [name for name, _ in LAYERS[:-1]])
+def test_importing_a_layer_loads_no_higher_one(layer: str) -> None:
+    index = [name for name, _ in LAYERS].index(layer)
+    prefixes = LAYERS[index][1]
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {list(prefixes)!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'simlab' or m.startswith('simlab.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = json.loads(out.stdout)
+    higher = [m for m in loaded if (level(m) or 0) > index]
+    assert higher == [], f"importing the {layer} layer loads {higher}"
