@@ -51,6 +51,8 @@ EXPORT_DIR = Path(__file__).resolve().parent / "findings"
 REDUCES = ("final", "first", "mean")
 STATISTICS = ("final", "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
+ROUND = 9
+"""Decimals an outcome is compared at (far below any difference a finding reports)."""
 CONTROL_EXPECTS = ("tie", "not-published-sign")
 ROW_KEYS = (
     "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", "note",
@@ -335,7 +337,8 @@ def compare(treatment: dict[int, float], baseline: dict[int, float]) -> Comparis
     shared = sorted(set(treatment) & set(baseline))
     if len(shared) >= stats.PAIRED_MIN_SEEDS:
         t, b = np.array([treatment[s] for s in shared]), np.array([baseline[s] for s in shared])
-        d = stats.paired_difference(t, b)
+        # a CSV round trip perturbs the last bits; identical differences must keep an SE of exactly 0
+        d = stats.paired_difference(np.round(t, ROUND), np.round(b, ROUND))
         return Comparison(d.difference, d.se, d.sigma, len(shared), True, bool(np.all(t == b)))
     if len(treatment) < 2 or len(baseline) < 2:
         return None
@@ -436,7 +439,7 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
             frame = live_runs(spec, metrics, tracking_uri)
             where = "store" if frame is not None and frame.height else "none"
         if (frame is None or frame.height == 0) and source != "store" and export_path(spec, exports).is_file():
-            frame, where = read_export(export_path(spec, exports)), str(export_path(spec, exports))
+            frame, where = read_export(export_path(spec, exports)), f"export {export_path(spec, exports).name}"
         frames[spec] = (frame, where)
     out = [evaluate_row(r, *frames[r.spec]) for r in rows]
     return Findings(out, {spec: where for spec, (_, where) in frames.items()})
