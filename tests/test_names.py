@@ -7,22 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from simlab import names
 from simlab.config import flatten, resolve
 from simlab.train import base_checkpoint, train
-from tests.trainer.conftest import tiny
+from tests.trainer.conftest import _one_thread, tiny  # noqa: F401  (the autouse fixture applies here too)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class Recorder:
