@@ -71,7 +71,8 @@ def test_regular_install_then_a_sweep_from_another_folder(tmp_path: Path) -> Non
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SIMLAB_HOME", "MLFLOW_TRACKING_URI")}
     probe = _run([str(python), "-c", "import simlab; from simlab.sweep.shipped import locate; print(simlab.__file__);"
-                  " print(locate('quick'))"], cwd=work, env=env).stdout.split()  # fmt: skip
+                  " print(locate('quick')); print(locate('findings/trajectory-group'))"],
+                 cwd=work, env=env).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(site) for p in probe), probe  # the installed copy, its shipped specs
     shipped = site / "simlab"
     assert sorted(p.name for p in (shipped / "specs" / "findings").glob("*.toml")) == sorted(

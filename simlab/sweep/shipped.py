@@ -1,5 +1,7 @@
 """The sweep specs shipped with simlab, found by name (``simlab sweep quick``) as well as by path.
 
+The findings campaign's specs are named by their folder: ``simlab sweep findings/trajectory-group``.
+
 In a checkout (or an editable install) they are the repository's ``sweeps/*.toml``; a regular install
 carries the same files as package data in ``simlab/specs/``.
 """
@@ -25,20 +27,24 @@ def shipped_dir() -> Path | None:
 
 
 def shipped_specs() -> dict[str, Path]:
-    """Name -> file of every shipped spec."""
+    """Name -> file of every shipped spec: ``quick`` for a top-level one, ``findings/<stem>`` in a subfolder."""
     folder = shipped_dir()
-    return {} if folder is None else {p.stem: p for p in sorted(folder.glob("*.toml"))}
+    if folder is None:
+        return {}
+    return {p.relative_to(folder).with_suffix("").as_posix(): p for p in sorted(folder.glob("**/*.toml"))}
 
 
 def locate(spec: str | Path) -> Path:
     """``spec`` as a path when that file exists, else the shipped spec of that name (``quick`` or ``quick.toml``)."""
     path = Path(spec)
-    if path.exists() or len(path.parts) > 1:
-        return path  # load_spec names a missing or unreadable file itself
+    if path.exists():
+        return path
     shipped = shipped_specs()
-    name = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
+    name = path.as_posix().removesuffix(".toml")
     if name in shipped:
         return shipped[name]
+    if len(path.parts) > 1:
+        return path  # load_spec names a missing or unreadable file itself
     names = ", ".join(shipped) or "none found"
     raise SpecError(
         f"sweep spec {str(spec)!r} does not exist; give a spec file's path or the name of a shipped spec: {names}"

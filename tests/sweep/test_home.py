@@ -66,6 +66,14 @@ def test_shipped_specs_are_found_by_name() -> None:
         locate("quik")
 
 
+def test_findings_specs_are_found_by_folder_and_name(tmp_path: Path, no_env) -> None:
+    no_env.chdir(tmp_path)  # away from the checkout, as a user of an installed simlab
+    found = locate("findings/trajectory-group")
+    assert found == shipped_specs()["findings/trajectory-group"] == locate("findings/trajectory-group.toml")
+    assert found.parent.name == "findings" and found.is_file()
+    assert locate("sweeps/findings/nope.toml") == Path("sweeps/findings/nope.toml")  # load_spec names it
+
+
 def test_unknown_spec_name_exits_2_listing_the_shipped_ones(tmp_path: Path, no_env) -> None:
     no_env.chdir(tmp_path)
     result = run_cli(["sweep", "quik"])
