@@ -325,6 +325,8 @@ class Comparison:
     paired: bool
     identical: bool
     """Every shared seed gave the same outcome in both arms (the arms computed the same thing)."""
+    held_out: bool = False
+    """Every shared seed gave the same nonzero difference, so the SE is the held-out set's bound."""
 
     @property
     def mde(self) -> float:
@@ -332,14 +334,17 @@ class Comparison:
         return stats.min_detectable_effect(self.se)
 
 
-def compare(treatment: dict[int, float], baseline: dict[int, float]) -> Comparison | None:
-    """treatment - baseline, paired over shared seeds when there are enough, else two independent means."""
+def compare(treatment: dict[int, float], baseline: dict[int, float], episodes: int | None = None) -> Comparison | None:
+    """treatment - baseline, paired over shared seeds when there are enough, else two independent means.
+    ``episodes``: the held-out episodes behind each run's rate, for a difference the same in every seed
+    (:func:`simlab.analysis.stats.paired_difference`)."""
     shared = sorted(set(treatment) & set(baseline))
     if len(shared) >= stats.PAIRED_MIN_SEEDS:
         t, b = np.array([treatment[s] for s in shared]), np.array([baseline[s] for s in shared])
         # a CSV round trip perturbs the last bits; identical differences must keep an SE of exactly 0
-        d = stats.paired_difference(np.round(t, ROUND), np.round(b, ROUND))
-        return Comparison(d.difference, d.se, d.sigma, len(shared), True, bool(np.all(t == b)))
+        d = stats.paired_difference(np.round(t, ROUND), np.round(b, ROUND), episodes=episodes)
+        return Comparison(d.difference, d.se, d.sigma, len(shared), True, bool(np.all(t == b)),
+                          d.dominant == "held-out")
     if len(treatment) < 2 or len(baseline) < 2:
         return None
     m_t, m_b = stats.mean_se(list(treatment.values())), stats.mean_se(list(baseline.values()))
@@ -372,7 +377,8 @@ def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None
     if row.sign is None:
         return "differs", f"{abs(main.sigma):.1f} sigma; no published sign to compare"
     same = math.copysign(1.0, main.difference) == row.sign
-    return ("reproduced" if same else "opposite"), f"{abs(main.sigma):.1f} sigma"
+    strength = f"{abs(main.sigma):.1f} sigma" if math.isfinite(main.sigma) else "the same in every seed, SE 0"
+    return ("reproduced" if same else "opposite"), strength
 
 
 def mechanism_values(row: FindingRow, frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -392,6 +398,26 @@ def mechanism_values(row: FindingRow, frame: pl.DataFrame) -> list[dict[str, Any
     return out
 
 
+def held_out_episodes(row: FindingRow) -> int | None:
+    """The fewest held-out episodes behind a run's rate in the row's sweep (``eval.episodes`` of each
+    grid point); ``None`` for a metric that is not a final rate, or a spec that does not resolve."""
+    if row.statistic != "final" or scale(row.metric) != stats.POINTS:
+        return None
+    from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
+    from simlab.sweep.spec import load_spec
+
+    try:
+        spec, backend = load_spec(row.spec_path), load_backend(DEFAULT_BACKEND)
+        return min(int(backend.build(spec.settings(p), 0).eval.episodes) for p in spec.grid_points())
+    except ValueError:  # a ConfigError, SpecError or BackendError: no bound, the seed SE stands
+        return None
+
+
+def _se_from(c: Comparison) -> str:
+    """Where a comparison's SE comes from: the spread of paired seeds, the held-out set, or two means."""
+    return "held-out" if c.held_out else ("paired" if c.paired else "unpaired")
+
+
 def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> dict[str, Any]:
     """One row of the findings table, as a plain dict (what ``--json`` writes)."""
     base = {"id": row.id, "finding": row.finding, "spec": row.spec, "published": row.published,
@@ -400,17 +426,18 @@ def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> di
     if frame is None or frame.height == 0:
         return base | {"verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
     seeds = {arm: per_seed(row, frame, arm) for arm in ARMS}
-    main = compare(seeds["treatment"], seeds["baseline"])
-    control = compare(seeds["control_treatment"], seeds["control_baseline"])
+    episodes = held_out_episodes(row)
+    main = compare(seeds["treatment"], seeds["baseline"], episodes)
+    control = compare(seeds["control_treatment"], seeds["control_baseline"], episodes)
     kind, reason = verdict(row, main, control)
 
     def fields(prefix: str, c: Comparison | None) -> dict[str, Any]:
         if c is None:
             return {f"{prefix}difference": None, f"{prefix}se": None, f"{prefix}sigma": None,
-                    f"{prefix}seeds": 0, f"{prefix}paired": False}
+                    f"{prefix}seeds": 0, f"{prefix}paired": False, f"{prefix}se_from": None}
         sigma = None if math.isnan(c.sigma) else c.sigma
         return {f"{prefix}difference": c.difference, f"{prefix}se": c.se, f"{prefix}sigma": sigma,
-                f"{prefix}seeds": c.seeds, f"{prefix}paired": c.paired}
+                f"{prefix}seeds": c.seeds, f"{prefix}paired": c.paired, f"{prefix}se_from": _se_from(c)}
 
     mde = None if main is None or not math.isfinite(main.mde) else main.mde
     return base | fields("", main) | {"mde": mde} | fields("control_", control) | {
@@ -469,9 +496,10 @@ def _diff(r: dict[str, Any], prefix: str = "") -> str:
     d = r.get(f"{prefix}difference")
     if d is None:
         return "n/a"
-    paired = "paired" if r[f"{prefix}paired"] else "unpaired"
+    how = {"held-out": "paired, same in every seed: SE of the held-out set"}.get(r[f"{prefix}se_from"],
+                                                                              r[f"{prefix}se_from"])
     return (f"{d:+.2f} ± {r[f'{prefix}se']:.2f} ({_num(r[f'{prefix}sigma'], '+.1f')}σ; "
-            f"n={r[f'{prefix}seeds']} {paired})")
+            f"n={r[f'{prefix}seeds']} {how})")
 
 
 def _mech(r: dict[str, Any]) -> str:
@@ -490,6 +518,8 @@ def to_markdown(found: Findings) -> str:
     ]
     where = ", ".join(f"{spec}: {src}" for spec, src in found.sources.items())
     return ("Differences in points (rates) or in the metric's unit (slopes), ± their SE; σ = difference / SE. "
+            "Paired by seed, the SE holds the shared held-out set fixed; a rate difference the same in every "
+            "seed gets the held-out set's own SE instead of 0. "
             f"Runs from: {where}.\n\n" + markdown_table(headers, rows))
 
 

@@ -539,9 +539,12 @@ def credit_markdown(credit: pl.DataFrame) -> str:
 
 
 def _se_from(r: dict[str, Any]) -> str:
-    """Where a difference's SE comes from: paired seeds (with their count) or the two arms' own SEs."""
+    """Where a difference's SE comes from: paired seeds (with their count), the held-out set (every
+    seed gave the same difference), or the two arms' own SEs."""
     if r["dominant_difference"] == "paired":
         return f"paired seeds (n={r['pairs']})"
+    if r["dominant_difference"] == "held-out":
+        return f"held-out set (same in all {r['pairs']} seeds)"
     return r["dominant_difference"] or "n/a"
 
 

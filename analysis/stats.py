@@ -15,6 +15,8 @@ it works on any objective and keeps the input's unit.
       combined           V               = V_bin + max(V_seed - V_bin, 0)  =  max(V_bin, V_seed)
     significance         sigma           = difference / se
     paired difference    d_i = t_i - b_i over seeds both arms share,  se = s_d / sqrt(n)
+      held-out bound     when every d_i is the same (s_d = 0): se = 100 sqrt((q - D^2) / m),
+                         q = min(p_t + p_b, 2 - p_t - p_b), D = p_t - p_b, m held-out episodes
     detectable effect    MDE             = 2 se                      (at 2 sigma with the seeds at hand)
     seeds for effect E   n_E             = ceil((2 s / E)^2),  s = se sqrt(n)  (per-seed SD of the difference)
     interquartile mean   IQM             = mean of the middle 50% of the per-seed values (rliable)
@@ -45,7 +47,7 @@ BOOTSTRAP_SAMPLES = 2000
 """Bootstrap resamples per interval (rliable uses 2000 for its stratified-bootstrap intervals)."""
 CI_LEVEL = 0.95
 
-Dominant = Literal["binomial", "seeds", "paired"]
+Dominant = Literal["binomial", "seeds", "paired", "held-out"]
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -162,9 +164,7 @@ def mean_se(values: npt.ArrayLike) -> MeanSE:
     if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
         raise ValueError(f"`values={values!r}` is invalid; choose a non-empty 1-D array of finite values")
     se_seeds = math.sqrt(_seed_spread_var(x)) if x.size >= 2 else math.nan
-    return MeanSE(
-        mean=float(x.mean()), se=se_seeds, se_binomial=0.0, se_seeds=se_seeds, seeds=x.size, episodes=0
-    )
+    return MeanSE(mean=float(x.mean()), se=se_seeds, se_binomial=0.0, se_seeds=se_seeds, seeds=x.size, episodes=0)
 
 
 # --------------------------------------------------------------------------------- differences
@@ -195,12 +195,16 @@ def difference(treatment: MeanSE, baseline: MeanSE) -> Difference:
     )
 
 
-def paired_difference(treatment: npt.ArrayLike, baseline: npt.ArrayLike) -> Difference:
+def paired_difference(treatment: npt.ArrayLike, baseline: npt.ArrayLike, *, episodes: int | None = None) -> Difference:
     """mean(t_i - b_i) over seeds the two arms share, with se = s_d / sqrt(n), in the input's unit.
 
     Arms that share a seed share the base model, the training prompts and the evaluation instances, so
     most of the evaluation noise is common to both and cancels in t_i - b_i; what remains, seed to
-    seed, is what the difference is uncertain by. Needs at least :data:`PAIRED_MIN_SEEDS` pairs.
+    seed, is what the difference is uncertain by. Needs at least :data:`PAIRED_MIN_SEEDS` pairs. That SE
+    holds a shared held-out set fixed: it is how far another training run would move the difference on
+    those instances. With ``episodes`` (the arms are success rates in points, each measured on that many
+    held-out episodes) a difference that is the same in every seed gets :func:`held_out_se`'s bound
+    instead of an SE of 0 (``dominant`` = ``held-out``).
     """
     t = np.asarray(treatment, dtype=np.float64)
     b = np.asarray(baseline, dtype=np.float64)
@@ -212,7 +216,27 @@ def paired_difference(treatment: npt.ArrayLike, baseline: npt.ArrayLike) -> Diff
     if t.size < PAIRED_MIN_SEEDS:
         raise ValueError(f"{t.size} shared seed(s) is too few for a paired SE; choose >= {PAIRED_MIN_SEEDS}")
     d = t - b
-    return Difference(difference=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), dominant="paired")
+    paired = Difference(difference=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), dominant="paired")
+    if episodes is None or paired.se > 0 or paired.difference == 0:
+        return paired
+    se = held_out_se(float(t.mean()) / POINTS, float(b.mean()) / POINTS, episodes)
+    return Difference(difference=paired.difference, se=se, dominant="held-out")
+
+
+def held_out_se(p_t: float, p_b: float, episodes: int) -> float:
+    """Upper bound, in points, on the SE that one held-out set of ``episodes`` gives a paired difference
+    of two success rates measured on the same episodes.
+
+    Per episode the difference y_t - y_b is -1, 0 or 1, so its variance is P(the arms disagree) - D^2 with
+    D = p_t - p_b, and the arms disagree on at most min(p_t + p_b, 2 - p_t - p_b) of the episodes. The
+    bound is exact when one arm fails (or succeeds) on every episode. It is what a paired difference is
+    uncertain by when every seed gives the same one: seeds that share the base model and the held-out
+    set then vary only in what training changed, and here that was nothing they could tell apart.
+    """
+    p = _rates([p_t, p_b], "p_t, p_b")
+    m = float(_counts(episodes, "episodes"))
+    disagree = min(p[0] + p[1], 2.0 - p[0] - p[1])
+    return POINTS * math.sqrt(max(disagree - (p[0] - p[1]) ** 2, 0.0) / m)
 
 
 def min_detectable_effect(se: float, sigma: float = TIE_SIGMA) -> float:
@@ -366,9 +390,7 @@ def rank_with_ties(
     m = np.asarray(means, dtype=np.float64)
     s = np.asarray(ses, dtype=np.float64)
     if m.ndim != 1 or s.shape != m.shape:
-        raise ValueError(
-            f"`means` {m.shape} and `ses` {s.shape} are invalid; choose two 1-D arrays of one length"
-        )
+        raise ValueError(f"`means` {m.shape} and `ses` {s.shape} are invalid; choose two 1-D arrays of one length")
     if not np.all(np.isfinite(m)) or np.any(s < 0):
         raise ValueError("`means` must be finite and `ses` >= 0 (NaN for unknown)")
     if not threshold > 0:
@@ -462,13 +484,22 @@ def _per_seed(frame: pl.DataFrame, variant: str, seed: str, rate: str) -> dict[A
     return out
 
 
-def _paired(a: dict[Any, float], b: dict[Any, float]) -> tuple[Difference, npt.NDArray[np.float64]] | None:
-    """a - b paired over shared seeds, with the per-seed differences; None below PAIRED_MIN_SEEDS pairs."""
+def _paired(
+    a: dict[Any, float], b: dict[Any, float], episodes: int | None = None
+) -> tuple[Difference, npt.NDArray[np.float64]] | None:
+    """a - b paired over shared seeds, with the per-seed differences; None below PAIRED_MIN_SEEDS pairs.
+    ``episodes``: held-out episodes per run (:func:`paired_difference`)."""
     shared = sorted(set(a) & set(b))
     if len(shared) < PAIRED_MIN_SEEDS:
         return None
     t, base = np.array([a[k] for k in shared]), np.array([b[k] for k in shared])
-    return paired_difference(t, base), t - base
+    return paired_difference(t, base, episodes=episodes), t - base
+
+
+def _run_episodes(*rows: dict[str, Any]) -> int | None:
+    """Held-out episodes per run of the fewest-episode summary row; ``None`` when a row measured none."""
+    per_run = [r["episodes"] // r["seeds"] for r in rows if r["seeds"] and r["episodes"]]
+    return min(per_run) if len(per_run) == len(rows) else None
 
 
 def against_baseline(
@@ -503,7 +534,11 @@ def against_baseline(
     rank_of = _tie_aware_ranks(rows, names, seeds_of, higher_is_better)
     extra = []
     for i, row in enumerate(rows):
-        paired = _paired(seeds_of.get(names[i], {}), seeds_of.get(baseline, {})) if names[i] != baseline else None
+        paired = (
+            _paired(seeds_of.get(names[i], {}), seeds_of.get(baseline, {}), _run_episodes(row, base_row))
+            if names[i] != baseline
+            else None
+        )
         extra.append(_comparison(row, base_row, paired, horizon, effect) | {"rank": rank_of.get(i)})
     schema = {
         "difference": pl.Float64,
@@ -536,7 +571,8 @@ def _tie_aware_ranks(
     pair_se = np.full((len(measured), len(measured)), np.nan)
     for a, i in enumerate(measured):
         for b, j in enumerate(measured):
-            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {})) if a != b else None
+            pair = (seeds_of.get(names[j], {}), seeds_of.get(names[i], {}), _run_episodes(rows[i], rows[j]))
+            got = _paired(*pair) if a != b else None
             if got is not None:
                 pair_se[a, b] = got[0].se
     ranks = rank_with_ties(
@@ -576,7 +612,9 @@ def _comparison(
         "diff_ci_low": ci[0],
         "diff_ci_high": ci[1],
         "mde": min_detectable_effect(d.se) if se_ok and d is not None else None,
-        "seeds_needed": seeds_needed(d.se, n, effect) if se_ok and d is not None and n else None,
+        # seeds do not shrink a held-out bound (every seed plays the same held-out set)
+        "seeds_needed": seeds_needed(d.se, n, effect)
+        if se_ok and d is not None and n and d.dominant != "held-out"
+        else None,
         **horizons,
     }
-

@@ -175,3 +175,43 @@ def test_a_control_expected_to_move_the_other_way(tmp_path):
     assert fd.evaluate_row(r, down, "store")["verdict"] == "control moved"
     with pytest.raises(fd.FindingsError, match="control_expect='sideways'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ncontrol_expect = "sideways"'))
+
+
+HELD_OUT = """
+name = "toy-held-out"
+seeds = [0, 1, 2]
+sampler = "grid"
+[base]
+recipe = "supo"
+[base.overrides]
+eval.episodes = 100
+[space]
+preset = ["peekread-pos", "peekread-zero"]
+train.steps = [0, 20]
+[objective]
+metric = "eval/single_window/success"
+[[findings]]
+id = "6"
+finding = "a train-serve toy"
+published = -3.8
+metric = "eval/compacted/success"
+treatment = { preset = "peekread-pos", steps = 20 }
+baseline = { preset = "peekread-pos", steps = 0 }
+control_treatment = { preset = "peekread-zero", steps = 20 }
+control_baseline = { preset = "peekread-zero", steps = 0 }
+"""
+
+
+def test_a_rate_difference_the_same_in_every_seed_gets_the_held_out_sets_se(tmp_path):
+    r = row(tmp_path, HELD_OUT)
+    assert fd.held_out_episodes(r) == 100  # eval.episodes of the spec's grid points
+    f = frame({"preset=peekread-pos,steps=20": [0.0] * 3, "preset=peekread-pos,steps=0": [0.2] * 3,
+               "preset=peekread-zero,steps=20": [0.30, 0.31, 0.29], "preset=peekread-zero,steps=0": [0.3] * 3})
+    got = fd.evaluate_row(r, f, "store")
+    # the trained arm fails every episode: the difference's SE is the baseline's binomial SE on 100
+    assert got["se_from"] == "held-out" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
+    assert got["verdict"] == "reproduced" and got["reason"] == "5.0 sigma"
+    assert got["control_se_from"] == "paired"
+    assert "same in every seed: SE of the held-out set" in fd.to_markdown(fd.Findings([got], {}))
+    toy = row(tmp_path)  # presets that do not resolve: no bound, the seed SE of 0 stands
+    assert fd.held_out_episodes(toy) is None

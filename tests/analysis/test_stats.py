@@ -237,6 +237,51 @@ def test_pairing_removes_a_shared_seed_effect():
     assert paired.se < unpaired.se / 10
 
 
+def test_held_out_bound_by_hand():
+    # one arm fails every episode: the per-episode difference is -y_b, its variance p_b (1 - p_b): exact
+    assert stats.held_out_se(0.0, 56 / 512, 512) == pytest.approx(100 * math.sqrt(56 / 512 * 456 / 512 / 512))
+    assert stats.held_out_se(0.0, 56 / 512, 512) == pytest.approx(stats.binomial_se(56 / 512, 512))
+    # p_t = 0.6, p_b = 0.3: they disagree on at most 0.9 of the episodes, D = 0.3 -> sqrt((0.9 - 0.09) / 100)
+    assert stats.held_out_se(0.6, 0.3, 100) == pytest.approx(100 * math.sqrt(0.81 / 100))
+    assert stats.held_out_se(0.5, 0.5, 100) == pytest.approx(10.0)  # may disagree everywhere: sqrt(1 / 100)
+    with pytest.raises(ValueError, match="fractions, not points"):
+        stats.held_out_se(60.0, 30.0, 100)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60))
+def test_held_out_bound_covers_every_joint_outcome(pairs: list[tuple[bool, bool]]) -> None:
+    y = np.array(pairs, dtype=np.float64)  # per episode: (treatment succeeded, baseline succeeded)
+    d = y[:, 0] - y[:, 1]
+    exact = 100 * math.sqrt(d.var() / d.size)  # the paired per-episode SE the rates alone cannot give
+    assert exact <= stats.held_out_se(float(y[:, 0].mean()), float(y[:, 1].mean()), d.size) + 1e-9
+
+
+def test_a_difference_the_same_in_every_seed_gets_the_held_out_bound():
+    t, b = [0.0, 0.0, 0.0, 0.0], [10.9375] * 4  # points; every seed: -10.9375
+    assert stats.paired_difference(t, b).se == 0.0 and stats.paired_difference(t, b).dominant == "paired"
+    d = stats.paired_difference(t, b, episodes=512)
+    assert d.dominant == "held-out" and d.se == pytest.approx(stats.binomial_se(0.109375, 512))
+    assert d.sigma == pytest.approx(-10.9375 / stats.binomial_se(0.109375, 512))
+    spread = stats.paired_difference([0.0, 1.0, 0.0, 1.0], b, episodes=512)  # seeds differ: their SE stands
+    assert spread.dominant == "paired" and spread.se == pytest.approx(0.5 / 2 * math.sqrt(4 / 3))
+    same = stats.paired_difference(b, b, episodes=512)  # identical arms keep an SE of 0
+    assert same.se == 0.0 and same.dominant == "paired"
+
+
+def test_report_marks_a_held_out_se_and_asks_for_no_seeds():
+    runs = pl.DataFrame({
+        "variant": ["base"] * 3 + ["trained"] * 3, "seed": [0, 1, 2] * 2,
+        "success": [0.2] * 3 + [0.0] * 3, "episodes": [100] * 6,
+    })
+    s = stats.variant_summary(runs, variant="variant", rate="success", episodes="episodes")
+    t = stats.against_baseline(s, "base", variant="variant", per_seed=runs, rate="success")
+    trained = t.row(1, named=True)
+    assert trained["dominant_difference"] == "held-out" and trained["seeds_needed"] is None
+    assert trained["se_difference"] == pytest.approx(stats.binomial_se(0.2, 100))
+    assert trained["difference"] == pytest.approx(-20.0)
+
+
 @pytest.mark.parametrize(
     ("t", "b", "match"),
     [([1, 2], [1, 2], "too few"), ([1, 2, 3], [1, 2], "aligned by seed"), ([1, math.nan, 3], [1, 2, 3], "finite")],
