@@ -31,7 +31,8 @@ def shipped_specs() -> dict[str, Path]:
     folder = shipped_dir()
     if folder is None:
         return {}
-    return {p.relative_to(folder).with_suffix("").as_posix(): p for p in sorted(folder.glob("**/*.toml"))}
+    found = {p.relative_to(folder).with_suffix("").as_posix(): p for p in folder.glob("**/*.toml")}
+    return {name: found[name] for name in sorted(found, key=lambda n: ("/" in n, n))}  # top-level names first
 
 
 def locate(spec: str | Path) -> Path:
@@ -43,9 +44,10 @@ def locate(spec: str | Path) -> Path:
     name = path.as_posix().removesuffix(".toml")
     if name in shipped:
         return shipped[name]
-    if len(path.parts) > 1:
+    folder = path.parent.as_posix()
+    if len(path.parts) > 1 and (path.parent.exists() or not any(n.startswith(f"{folder}/") for n in shipped)):
         return path  # load_spec names a missing or unreadable file itself
-    names = ", ".join(shipped) or "none found"
+    names = ", ".join(n for n in shipped if len(path.parts) == 1 or n.startswith(f"{folder}/")) or "none found"
     raise SpecError(
         f"sweep spec {str(spec)!r} does not exist; give a spec file's path or the name of a shipped spec: {names}"
     )

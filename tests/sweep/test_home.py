@@ -72,6 +72,9 @@ def test_findings_specs_are_found_by_folder_and_name(tmp_path: Path, no_env) -> 
     assert found == shipped_specs()["findings/trajectory-group"] == locate("findings/trajectory-group.toml")
     assert found.parent.name == "findings" and found.is_file()
     assert locate("sweeps/findings/nope.toml") == Path("sweeps/findings/nope.toml")  # load_spec names it
+    with pytest.raises(SpecError, match=r"'findings/nope' does not exist; .*spec: findings/credit-slow, ") as bad:
+        locate("findings/nope")
+    assert "quick" not in str(bad.value)  # only the names in that folder
 
 
 def test_unknown_spec_name_exits_2_listing_the_shipped_ones(tmp_path: Path, no_env) -> None:
