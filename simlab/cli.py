@@ -207,13 +207,19 @@ def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[
 def train(
     config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
     set_: Annotated[list[str], typer.Option("--set", help="Override KEY=VALUE, e.g. train.lr=1e-3.")] = [],  # noqa: B006
-    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: mlruns/runs/<time>-<recipe>).")] = None,  # noqa: UP045
-    store: Annotated[Path, typer.Option(help="Local store: base checkpoints and run folders.")] = Path("mlruns"),
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: <store>/runs/<time>-<recipe>).")] = None,  # noqa: UP045
+    store: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Local store: base checkpoints and run folders (default: <home>/mlruns, home = "
+                          "$SIMLAB_HOME or the working directory, as for sweeps)."),
+    ] = None,
 ) -> None:
     """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
+    from simlab import stores
     from simlab.sinks import JsonlSink
     from simlab.train import train as run_training
 
+    store = store if store is not None else stores.home() / stores.STORE_DIR
     try:
         cfg, folder = _check_train(config, set_, out, store)
     except ConfigError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -88,9 +89,9 @@ def test_checkpoint_from_another_vocabulary_is_refused(tmp_path):
         train(cfg, JsonlSink(tmp_path / "run"), store=tmp_path / "store")
 
 
-def cli(*args, cwd=None):
+def cli(*args, cwd=None, env=None):
     return subprocess.run([sys.executable, "-m", "simlab.cli", *args], capture_output=True, text=True,
-                          timeout=600, cwd=cwd)
+                          timeout=600, cwd=cwd, env=env)
 
 
 def test_cli_train_writes_a_run_folder(tmp_path):
@@ -112,6 +113,20 @@ def test_cli_train_writes_a_run_folder(tmp_path):
     again = cli("train", str(cfg_path), "--out", str(tmp_path / "r"), "--store", str(tmp_path / "store"))
     assert again.returncode == 2 and "not empty" in again.stderr
     assert json.loads((tmp_path / "r" / "params.json").read_text())["train.steps"] == 1
+
+
+def test_cli_train_default_store_follows_simlab_home(tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    cfg_path = tmp_path / "run.toml"
+    cfg_path.write_text("".join(f"[{section}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+                                for section, values in tiny().items()))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"SIMLAB_HOME": str(home)}
+    out = cli("train", str(cfg_path), "--set", "train.steps=0", cwd=work, env=env)
+    assert out.returncode == 0, out.stderr
+    (folder,) = (home / "mlruns" / "runs").iterdir()  # the run folder and the base cache under $SIMLAB_HOME
+    assert f"run folder: {folder}" in out.stdout and (folder / "status.json").is_file()
+    assert list(work.iterdir()) == []
 
 
 @pytest.mark.parametrize(
