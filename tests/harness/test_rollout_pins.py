@@ -14,8 +14,12 @@ a frozen policy) and no summariser, presets of KeyRecall, PointerChase and PeekR
 a SyncVectorEnv over the single env. Timings are not hashed.
 
 A change that moves a hash changes what a seed computes. That is allowed only on purpose: re-record
-(``python -m tests.harness.test_rollout_pins``) and say why in the commit. Floats the policy computes
-are hashed rounded to 1e-6, so thread-count noise in the last bits of a matmul does not count.
+(``python -m tests.harness.test_rollout_pins``) and say why in the commit. Floats are kept out of the
+hashes (their dtype, shape and NaN pattern are hashed) and pinned as two checksums compared to a relative
+1e-6: a plain sum and a position-weighted one, so that a value that moved or two that swapped places
+count, while last-bit noise of a matmul (another CPU's kernels, another thread count) does not. Hashing
+floats rounded to 1e-6, as the pins first did, broke on another machine whenever a log-prob sat on a
+rounding boundary.
 """
 
 from __future__ import annotations
@@ -176,113 +180,125 @@ def play(case: Case) -> tuple[RolloutBatch, list[Any]]:
     return rb, log
 
 
-def _feed(h: Any, obj: Any) -> None:
-    """Hash ``obj`` canonically: arrays by dtype, shape and values (floats rounded, NaN as a flag)."""
+def _feed(h: Any, obj: Any, floats: list[np.ndarray]) -> None:
+    """Hash ``obj`` canonically: arrays by dtype, shape and values; float values (NaN as 0, its place
+    hashed as a flag) go to ``floats`` instead, in the order met."""
     if isinstance(obj, np.ndarray):
         arr = obj
         h.update(f"a{arr.dtype.str}{arr.shape}".encode())
         if arr.dtype.kind == "f":
             nan = np.isnan(arr)
             h.update(nan.tobytes())
-            arr = np.round(np.where(nan, 0.0, arr), 6) + 0.0  # + 0.0: -0.0 and 0.0 hash alike
-        h.update(np.ascontiguousarray(arr).tobytes())
+            floats.append(np.where(nan, 0.0, arr).astype(np.float64).ravel())
+        else:
+            h.update(np.ascontiguousarray(arr).tobytes())
     elif isinstance(obj, (list, tuple)):
         h.update(f"l{len(obj)}".encode())
         for x in obj:
-            _feed(h, x)
+            _feed(h, x, floats)
     elif isinstance(obj, dict):
-        _feed(h, sorted(obj.items()))
+        _feed(h, sorted(obj.items()), floats)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         h.update(type(obj).__name__.encode())
-        _feed(h, [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)])
+        _feed(h, [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)], floats)
     elif isinstance(obj, float):
-        _feed(h, np.asarray([obj], dtype=np.float64))
+        _feed(h, np.asarray([obj], dtype=np.float64), floats)
     else:
         h.update(f"{type(obj).__name__}:{obj!r}".encode())
+
+
+def checksums(floats: list[np.ndarray]) -> tuple[float, float]:
+    """A plain sum of every float met and a sum weighted by position (weights 1 to 2, period 97)."""
+    x = np.concatenate(floats) if floats else np.zeros(0)
+    w = 1.0 + (np.arange(x.size) % 97) / 97.0
+    return round(float(x.sum()), 9), round(float(x @ w), 9)
 
 
 TIMINGS = ("env_seconds", "agent_seconds", "total_seconds")
 """The fields of ``RolloutBatch`` left out of the hash."""
 
 
-def fingerprint(rb: RolloutBatch, log: list[Any]) -> tuple[str, tuple[Any, ...]]:
-    """Hashes of the batch, its segments, its records, the rest and the call log; then a few readable
-    totals (segments, summed reward, compactions, tokens, calls) to debug a mismatch with."""
-    hashes = []
+def fingerprint(rb: RolloutBatch, log: list[Any]) -> tuple[str, tuple[Any, ...], tuple[float, float]]:
+    """Hashes of the batch, its segments, its records, the rest and the call log; a few readable totals
+    (segments, summed reward, compactions, tokens, calls) to debug a mismatch with; the float checksums."""
+    hashes, floats = [], []
     for part in (rb.batch, rb.segments, rb.rollouts, [rb.config, rb.v_sum_version], log):
         h = hashlib.sha256()
-        _feed(h, part)
+        _feed(h, part, floats)
         hashes.append(h.hexdigest()[:12])
     totals = (len(rb.segments), sum(r.reward for r in rb.rollouts), sum(r.compactions for r in rb.rollouts),
               sum(r.tokens for r in rb.rollouts), len(log))
-    return " ".join(hashes), totals
+    return " ".join(hashes), totals, checksums(floats)
 
 
-PINNED: dict[str, tuple[str, tuple[Any, ...]]] = {
-    "by-name-scripted": ("d92fe230bdcb db846158d8a7 233aed4c4e23 e0dfd36b6f65 8bd6c3e770c4",
-                         (56, 10.0, 40, 3360, 42)),
-    "frozen-oracle-by-config": ("9e63888299e5 405d8fb58479 f8ebda6583d1 ffd3395e7ca7 7fbf342d6531",
-                                (56, 16.0, 40, 3360, 73)),
-    "frozen-oracle-object": ("f77c9c058536 c7c2a2844fb5 7eb66c0cbc4a e0dfd36b6f65 d6a7ebe886cc",
-                             (56, 1.0, 40, 3360, 83)),
-    "heavy-budget-k4": ("148381fd7486 29a997ac54ba 3fc927bd1002 c3c6a3cc61e4 c897129b1a17",
-                        (157, 16.0, 141, 5717, 95)),
-    "heavy-discard": ("aa0c8af09b2f 09b5cd33b9a5 295184fe2020 b555c9e87fc4 45edc317424d",
-                      (83, 11.0, 67, 5125, 92)),
-    "heavy-nodiscard-k3": ("e3cf1ef7cba9 5717295aa116 f97b3dc897c2 14a23c917b82 2759de51906b",
-                           (36, 5.0, 20, 3173, 82)),
-    "keyrecall-mini-oracle": ("786264baead0 7e72dc46843f 48c2f3749b90 6c968126579d 089530facc36",
-                              (100, 24.0, 76, 1880, 57)),
-    "no-summariser": ("e7ecd2677d59 2404a5637cf3 e4df98b393e2 0994d5583a01 7bc3110e444a",
-                      (50, 1.0, 34, 3040, 73)),
-    "oracle-cap-H": ("7c8562a08d34 3af0b2df5618 0f1f29a79169 9006409e9e32 739511f87331",
-                     (32, 0.0, 16, 1862, 44)),
-    "oracle-every-step-k0": ("1e732cb8b658 bf94455fdde0 d3fbb6a99ef2 f2eca4d8be30 bc65bb93a01d",
-                             (331, 15.0, 315, 5909, 96)),
-    "oracle-none": ("0af0d90a1030 69d5343dd0b5 b27d2998b3e9 44b072795905 59230341c785",
-                    (16, 0.0, 0, 1535, 41)),
-    "oracle-threshold-discard": ("b359debd7e09 4e9e82372228 ab9263c12c28 e0dfd36b6f65 b83720b2f7cf",
-                                 (56, 16.0, 40, 3360, 83)),
-    "peekread-groups": ("315e4212b203 b4a6221f9c18 fbd10e2cb588 bd23f29cfade ccb7ca2eaa1f",
-                        (44, 11.0, 20, 1595, 42)),
-    "pointerchase-long-random": ("392dd8a42e7d 01bca64f44e7 efac04dd2a94 a576e81338a9 7885c0b177a2",
-                                 (101, 0.0, 85, 8529, 140)),
-    "policy-budget-k2": ("62e21b0a1985 110816e033f0 25850992e527 c970cf2ad312 16cd0a25c450",
-                         (32, 3.0, 16, 1123, 42)),
-    "policy-frozen-policy": ("9e54a46c5829 11145bc5eb77 2837a8283ff1 6c968126579d b07354ba4bb2",
-                             (69, 4.0, 53, 1271, 49)),
-    "policy-self": ("e36203ce5d72 24603611e775 f6d3c17f754e 8fad7f521588 0d74e240d364",
-                    (102, 4.0, 86, 1493, 76)),
-    "random-budget-nodiscard": ("1a83853cf87f df7ba1f4b115 ba7cede433bc 6989dec8dcad 6899eb608ca3",
-                                (62, 1.0, 46, 3408, 86)),
-    "random-policy-S2": ("f33ff324566b e396d05bc792 79f38ff40681 85a8740f095b d18d15a8649d",
-                         (48, 0.0, 32, 2902, 96)),
-    "random-threshold": ("a95afa8a8924 6e2e4091e212 f4a6780e57fb e0dfd36b6f65 93a8b1c63d6a",
-                         (56, 1.0, 40, 3360, 83)),
-    "scripted-budget": ("8d099650f516 065094b8278d 232dd06b37b2 10be50da939a be76b36d02cd",
-                        (62, 10.0, 46, 3408, 86)),
-    "scripted-cap-S": ("15f94a4c04c0 8e666923cb53 adb29b551f30 364607fdf9d5 8a57888e41fa",
-                       (32, 0.0, 16, 2362, 54)),
-    "scripted-chunked": ("b55bdd3150af dc41aa05f9c7 db86bb246f57 c02e6ca1e77a 5ae7066e821d",
-                         (107, 6.0, 91, 3592, 69)),
-    "scripted-policy": ("dc67885a4beb a0b0223f1293 df972611dbb9 cb28c86eb061 9a3aa8d54c99",
-                        (54, 12.0, 38, 3400, 104)),
-    "scripted-sliding": ("f56dff69f431 b5608c8a8a15 25837160a50f a80e3b7813e7 2031b266c5f4",
-                         (266, 1.0, 250, 4019, 73)),
-    "scripted-threshold-keep-k2": ("2f18f617073c 803bfc41db29 df37ad17f29c 01ec7797d0e4 ad905e69bcfb",
-                                   (59, 11.0, 43, 3384, 84)),
-    "sync-random": ("d006f36d0c20 f9b860b40e29 4b2cf42dde9b 3914dcac3e21 c3c935e6e118",
-                    (73, 0.0, 57, 4361, 80)),
-    "truncated": ("f2ed4e78a245 2fdb17cacd32 19feeb8d2434 e0dfd36b6f65 6054e41e9987",
-                  (44, 6.0, 28, 2614, 83)),
+PINNED: dict[str, tuple[str, tuple[Any, ...], tuple[float, float]]] = {
+    "by-name-scripted": ("ec2393370198 2f38bcc0b08b effc6508e107 21ec3c14848d 8bd6c3e770c4",
+                         (56, 10.0, 40, 3360, 42), (20.8, 30.053608247)),
+    "frozen-oracle-by-config": ("8cf6c050a919 bbed84bdd86e 6cc5f6221d54 3bb55570e2e6 7fbf342d6531",
+                                (56, 16.0, 40, 3360, 73), (32.8, 46.837113402)),
+    "frozen-oracle-object": ("8cf6c050a919 888434bcae68 6cc5f6221d54 21ec3c14848d d6a7ebe886cc",
+                             (56, 1.0, 40, 3360, 83), (2.8, 4.445360825)),
+    "heavy-budget-k4": ("2d76e2939d57 a222159cfb01 53d80884ba49 c2b28b11d9c9 c897129b1a17",
+                        (157, 16.0, 141, 5717, 95), (32.75, 46.399484536)),
+    "heavy-discard": ("3a83eed320bf 432d8262ad37 364efbcfe392 70dcdee96a3f 45edc317424d",
+                      (83, 11.0, 67, 5125, 92), (22.6, 32.113402062)),
+    "heavy-nodiscard-k3": ("841ec5d4f7c5 2189a6f61299 18035d66e98f 541f9b990c92 2759de51906b",
+                           (36, 5.0, 20, 3173, 82), (10.85, 16.644329897)),
+    "keyrecall-mini-oracle": ("6de681c7a88c a53c3c3eb48a c995ec221bc6 dd335fcf6d38 089530facc36",
+                              (100, 24.0, 76, 1880, 57), (48.8, 62.131958763)),
+    "no-summariser": ("69f3799ecc1d b9310bc8f65b 1ce57ad93edf e87bb7942f71 7bc3110e444a",
+                      (50, 1.0, 34, 3040, 73), (2.8, 3.109278351)),
+    "oracle-cap-H": ("efdf94ae23d5 9890cace8016 d93623649b39 a488408d3b29 739511f87331",
+                     (32, 0.0, 16, 1862, 44), (0.8, 0.808247423)),
+    "oracle-every-step-k0": ("710f457481c2 4850f6b25c37 09ac51469e77 f7cb366b0446 bc65bb93a01d",
+                             (331, 15.0, 315, 5909, 96), (30.8, 40.694845361)),
+    "oracle-none": ("f625f1346b2b ab565c7c4acb 2fda1acc0dfd 344dbcf8b112 59230341c785",
+                    (16, 0.0, 0, 1535, 41), (0.8, 1.575257732)),
+    "oracle-threshold-discard": ("ec2393370198 14ef7fb1c7eb cbcc3f7b912a 21ec3c14848d b83720b2f7cf",
+                                 (56, 16.0, 40, 3360, 83), (32.8, 46.837113402)),
+    "peekread-groups": ("8ce61a925b0d 53b627812432 6f214407c1c0 6a46829586ae ccb7ca2eaa1f",
+                        (44, 11.0, 20, 1595, 42), (22.8, 27.806185567)),
+    "pointerchase-long-random": ("9f14932761cd 5cf56178f639 049733f2b530 0de137144d36 7885c0b177a2",
+                                 (101, 0.0, 85, 8529, 140), (0.8, 1.35257732)),
+    "policy-budget-k2": ("56b59c9f191c 74ac60189c7e 7e18f0d206e5 e6bcf1bf8cec 16cd0a25c450",
+                         (32, 3.0, 16, 1123, 42), (-78.488316838, -117.872645807)),
+    "policy-frozen-policy": ("301e9c828d4e c76d9c781f9f 072d3bd75c42 dd335fcf6d38 b07354ba4bb2",
+                             (69, 4.0, 53, 1271, 49), (-19.822363061, -30.97513034)),
+    "policy-self": ("d28d49fd4348 14f6af438317 88eee332905f 0cfbd527fb87 0d74e240d364",
+                    (102, 4.0, 86, 1493, 76), (-437.971974325, -659.93767224)),
+    "random-budget-nodiscard": ("60fb6f0dd6bc d7e92adb481a 0a8a7b6dd66b dcccc05df62d 6899eb608ca3",
+                                (62, 1.0, 46, 3408, 86), (2.8, 4.422680412)),
+    "random-policy-S2": ("2928d4c58028 b99d85c43fd4 c39988eb7659 8b5477712149 d18d15a8649d",
+                         (48, 0.0, 32, 2902, 96), (0.8, 1.542268041)),
+    "random-threshold": ("ec2393370198 946d04d9ba82 c7a6c75c6192 21ec3c14848d 93a8b1c63d6a",
+                         (56, 1.0, 40, 3360, 83), (2.8, 4.218556701)),
+    "scripted-budget": ("d788b78b85f4 dc011da927eb 4f47d19ffaa1 51d23abddaa8 be76b36d02cd",
+                        (62, 10.0, 46, 3408, 86), (20.8, 27.435051546)),
+    "scripted-cap-S": ("2c96730225d1 6df21038884b 45fb80a54dcc 58f769954157 8a57888e41fa",
+                       (32, 0.0, 16, 2362, 54), (0.8, 1.055670103)),
+    "scripted-chunked": ("a6b007e4edf3 e69c5615b1fb 83976abb8012 66fb624ac5c8 5ae7066e821d",
+                         (107, 6.0, 91, 3592, 69), (12.8, 14.33814433)),
+    "scripted-policy": ("014274557523 45742ad6f206 eb01a59c2642 10ac14d80266 9a3aa8d54c99",
+                        (54, 12.0, 38, 3400, 104), (24.85, 33.019072165)),
+    "scripted-sliding": ("c84a61a1ca52 ba626efaa7cd cc23052f0abf a17c9602fc7e 2031b266c5f4",
+                         (266, 1.0, 250, 4019, 73), (2.8, 3.490721649)),
+    "scripted-threshold-keep-k2": ("5b1b10689a65 132ce6b118ea 6cc675615eeb d045c2e255e9 ad905e69bcfb",
+                                   (59, 11.0, 43, 3384, 84), (22.8, 27.2)),
+    "sync-random": ("ee88352ad3f7 e4c4a52167a8 4b5dee9e5a92 ae0588fb3387 c3c935e6e118",
+                    (73, 0.0, 57, 4361, 80), (0.8, 1.336082474)),
+    "truncated": ("8984cefc3011 ae909e84d541 71e89629f42c 21ec3c14848d 6054e41e9987",
+                  (44, 6.0, 28, 2614, 83), (12.8, 19.509278351)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_seed_gives_the_same_rollout_batch(name: str) -> None:
     rb, log = play(CASES[name])
-    got = fingerprint(rb, log)
-    assert got == PINNED[name], f"{name}: the harness's output changed for a fixed seed; see the module docstring"
+    hashes, totals, sums = fingerprint(rb, log)
+    want = PINNED[name]
+    changed = f"{name}: the harness's output changed for a fixed seed; see the module docstring"
+    assert (hashes, totals) == want[:2], changed
+    assert sums == pytest.approx(want[2], rel=1e-6, abs=1e-6), changed
     reasons = Counter(r.overlong for r in rb.rollouts)
     assert CASES[name].expect <= set(reasons), f"{name} no longer reaches {CASES[name].expect}: {reasons}"
 
@@ -294,10 +310,10 @@ def test_every_case_is_pinned_and_timings_are_left_out() -> None:
 
 
 if __name__ == "__main__":  # re-record: python -m tests.harness.test_rollout_pins
-    print("PINNED: dict[str, tuple[str, tuple[Any, ...]]] = {")
+    print("PINNED: dict[str, tuple[str, tuple[Any, ...], tuple[float, float]]] = {")
     for key in sorted(CASES):
         batch, calls = play(CASES[key])
-        hashes, totals = fingerprint(batch, calls)
-        print(f'    "{key}": ("{hashes}",\n    {" " * len(key)}     {totals}),')
+        hashes, totals, sums = fingerprint(batch, calls)
+        print(f'    "{key}": ("{hashes}",\n    {" " * len(key)}     {totals}, {sums}),')
         print(f"  {key}: {Counter(r.overlong for r in batch.rollouts)}", file=sys.stderr)
     print("}")
