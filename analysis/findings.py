@@ -21,6 +21,7 @@ its seed and, per metric, its final, first and mean value over the logged steps.
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -403,13 +404,23 @@ def held_out_episodes(row: FindingRow) -> int | None:
     grid point); ``None`` for a metric that is not a final rate, or a spec that does not resolve."""
     if row.statistic != "final" or scale(row.metric) != stats.POINTS:
         return None
+    try:
+        return _spec_episodes(row.spec_path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+@functools.cache
+def _spec_episodes(text: str) -> int | None:
+    """The fewest ``eval.episodes`` over a spec's grid points, keyed by the spec's text (rows of one
+    spec share it)."""
     from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
-    from simlab.sweep.spec import load_spec
+    from simlab.sweep.spec import parse_spec
 
     try:
-        spec, backend = load_spec(row.spec_path), load_backend(DEFAULT_BACKEND)
+        spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
         return min(int(backend.build(spec.settings(p), 0).eval.episodes) for p in spec.grid_points())
-    except ValueError:  # a ConfigError, SpecError or BackendError: no bound, the seed SE stands
+    except ValueError:  # a TOML, config, spec or backend error: no bound, the seed SE stands
         return None
 
 
