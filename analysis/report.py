@@ -382,13 +382,11 @@ def _pair_difference(
 ) -> dict[str, Any]:
     """ablated - full with its SE and sigma, the horizon ratio, and the verdict against ``published``."""
     d = stats.difference(ablated, full)
-    ratio = None if h_full is None or h_ablated is None else stats.like_for_like(h_ablated, h_full).ratio
     return {
         "difference": d.difference,
         "se": d.se,
         "sigma": d.sigma,
-        "horizon_ratio": ratio,
-        "like_for_like": None if ratio is None else stats.LikeForLike(ratio).matched,
+        **stats.horizon_match(h_ablated, h_full),
         **_direction(d.difference, d.sigma, published),
     }
 

@@ -229,9 +229,9 @@ def held_out_se(p_t: float, p_b: float, episodes: int) -> float:
 
     Per episode the difference y_t - y_b is -1, 0 or 1, so its variance is P(the arms disagree) - D^2 with
     D = p_t - p_b, and the arms disagree on at most min(p_t + p_b, 2 - p_t - p_b) of the episodes. The
-    bound is exact when one arm fails (or succeeds) on every episode. It is what a paired difference is
-    uncertain by when every seed gives the same one: seeds that share the base model and the held-out
-    set then vary only in what training changed, and here that was nothing they could tell apart.
+    bound is exact when one arm fails (or succeeds) on every episode. It stands in for the SE of a paired
+    difference that every seed gives alike: the seeds' spread is then 0, and what is left uncertain is
+    the sample of held-out episodes they all shared.
     """
     p = _rates([p_t, p_b], "p_t, p_b")
     m = float(_counts(episodes, "episodes"))
@@ -367,6 +367,14 @@ def like_for_like(treatment_horizon: float, baseline_horizon: float) -> LikeForL
         if not h > 0:
             raise ValueError(f"`{name}={h!r}` is invalid; choose an effective horizon > 0")
     return LikeForLike(ratio=treatment_horizon / baseline_horizon)
+
+
+def horizon_match(treatment_horizon: float | None, baseline_horizon: float | None) -> dict[str, Any]:
+    """``horizon_ratio`` and ``like_for_like`` of two effective horizons, both ``None`` when one is unknown."""
+    if treatment_horizon is None or baseline_horizon is None:
+        return {"horizon_ratio": None, "like_for_like": None}
+    match = like_for_like(float(treatment_horizon), float(baseline_horizon))
+    return {"horizon_ratio": match.ratio, "like_for_like": match.matched}
 
 
 # ------------------------------------------------------------------------------------- ranking
@@ -571,8 +579,9 @@ def _tie_aware_ranks(
     pair_se = np.full((len(measured), len(measured)), np.nan)
     for a, i in enumerate(measured):
         for b, j in enumerate(measured):
-            pair = (seeds_of.get(names[j], {}), seeds_of.get(names[i], {}), _run_episodes(rows[i], rows[j]))
-            got = _paired(*pair) if a != b else None
+            if a == b:
+                continue
+            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {}), _run_episodes(rows[i], rows[j]))
             if got is not None:
                 pair_se[a, b] = got[0].se
     ranks = rank_with_ties(
@@ -597,11 +606,7 @@ def _comparison(
     d = paired[0] if paired else (difference(est, base) if est is not None and base is not None else None)
     ci = bootstrap_ci(paired[1]) if paired else (None, None)
     n = len(paired[1]) if paired else min(row["seeds"] or 0, base_row["seeds"] or 0)
-    horizons: dict[str, object] = {}
-    if horizon:
-        known = row[horizon] is not None and base_row[horizon] is not None
-        ratio = like_for_like(float(row[horizon]), float(base_row[horizon])).ratio if known else None
-        horizons = {"horizon_ratio": ratio, "like_for_like": None if ratio is None else LikeForLike(ratio).matched}
+    horizons = horizon_match(row[horizon], base_row[horizon]) if horizon else {}
     se_ok = d is not None and math.isfinite(d.se)
     return {
         "difference": None if d is None else d.difference,

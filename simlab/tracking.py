@@ -270,6 +270,8 @@ def history_table(
         frame = pl.DataFrame(rows, schema={**HISTORY_SCHEMA, "timestamp": pl.Int64}, orient="row")
         return frame.sort("timestamp").select(list(HISTORY_SCHEMA))
 
+    # downloads through the client would draw one progress bar per run; set once, before the threads start
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with ThreadPoolExecutor(HISTORY_THREADS) as pool:
         frames = list(pool.map(read, jobs))
     if not frames:
@@ -287,7 +289,6 @@ def _read_export(client: MlflowClient, run_id: str, artifact_uri: str | None) ->
         frame = pl.read_parquet(Path(unquote(urlparse(artifact_uri).path)) / METRICS_TABLE)
     else:
         with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
-            os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per run otherwise
             frame = pl.read_parquet(client.download_artifacts(run_id, METRICS_TABLE, tmp))
     return frame.with_columns(pl.lit(run_id).alias("run_id")).select(list(HISTORY_SCHEMA)).cast(HISTORY_SCHEMA)
 

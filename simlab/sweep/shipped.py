@@ -44,10 +44,11 @@ def locate(spec: str | Path) -> Path:
     name = path.as_posix().removesuffix(".toml")
     if name in shipped:
         return shipped[name]
-    folder = path.parent.as_posix()
-    if len(path.parts) > 1 and (path.parent.exists() or not any(n.startswith(f"{folder}/") for n in shipped)):
-        return path  # load_spec names a missing or unreadable file itself
-    names = ", ".join(n for n in shipped if len(path.parts) == 1 or n.startswith(f"{folder}/")) or "none found"
+    nested = len(path.parts) > 1
+    candidates = [n for n in shipped if n.startswith(f"{path.parent.as_posix()}/")] if nested else list(shipped)
+    if nested and (path.parent.exists() or not candidates):
+        return path  # a path outside the shipped folders: load_spec names a missing or unreadable file itself
+    names = ", ".join(candidates) or "none found"
     raise SpecError(
         f"sweep spec {str(spec)!r} does not exist; give a spec file's path or the name of a shipped spec: {names}"
     )
