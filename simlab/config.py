@@ -64,6 +64,10 @@ TOP_LEVEL = ("seed", "device")
 DEFAULT_PRESET = "keyrecall-tiny"
 DEVICES = ("auto", "cpu", "cuda")
 
+MINIBATCH_TOKENS = 1024
+"""Token slots per mini-batch by default: on one CPU core, larger mini-batches spill out of its cache
+(``benchmarks/bench_throughput.py``)."""
+
 Positive = Annotated[float, RealIn(0.0, lo_open=True)]
 """A finite number > 0."""
 Unit = Annotated[float, RealIn(0.0, 1.0)]
@@ -132,7 +136,14 @@ class TrainConfig(Section):
     epochs: Annotated[int, IntIn(1)] = 1
     """Passes over each rollout batch."""
     minibatch_segments: Annotated[int, IntIn(1, 2**16)] = 256
-    """Segments per mini-batch; the batch is padded to a multiple with dummy zero-weight segments."""
+    """Most segments in one update mini-batch (a memory bound; the loss is the whole batch's either way)."""
+    minibatch_tokens: Annotated[int, IntIn(0, 2**24)] = MINIBATCH_TOKENS
+    """With ``length_buckets``: most token slots (segments x the longest of them) in one mini-batch; 0: no
+    bound. Small mini-batches stay in a CPU core's cache (1,024 suits d = 64-128); on a GPU raise both."""
+    length_buckets: Annotated[bool, Flag()] = True
+    """Group segments of similar length into mini-batches, each cut to its longest segment. False: random
+    mini-batches of ``minibatch_segments`` rows at the batch's longest, padded with dummy zero-weight rows
+    (the update before issue 21). The loss is the same; float rounding differs."""
     max_grad_norm: Positive = 1.0
     """Gradient-norm clip."""
     temperature: Positive = 1.0
@@ -188,6 +199,9 @@ class BaseConfig(Section):
     """Teacher rollouts per behaviour-cloning step."""
     lr: Positive = 1e-3
     """Learning rate of behaviour cloning."""
+    minibatch_tokens: Annotated[int, IntIn(0, 2**24)] = MINIBATCH_TOKENS
+    """A step's gradient is accumulated over length buckets of at most this many token slots (segments x
+    the longest of them); 0: the step's batch in one padded pass (the base model before issue 21)."""
     compact_demos: Annotated[bool, Flag()] = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""

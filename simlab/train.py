@@ -6,8 +6,12 @@ critic) -> metrics (a :class:`MetricSink`). Every advantage and loss weight come
 this module only moves tensors between it and the model.
 
 The loss of one update is ``(w * per_token_loss).sum()`` over the whole rollout batch, exactly as the
-normaliser defines it; mini-batches (padded with dummy zero-weight segments) only bound memory, their
-gradients are accumulated into one optimiser step per epoch.
+normaliser defines it; mini-batches only bound memory, their gradients are accumulated into one
+optimiser step per epoch. Which segments share a mini-batch therefore changes nothing but float
+rounding, so the update groups segments of similar length and cuts each mini-batch to its longest
+segment (:func:`length_buckets`): no token slot is spent on padding rows, and a mini-batch small
+enough for a core's cache runs faster per token. ``train.length_buckets = false`` keeps the update
+before issue 21 (random segments, padded to ``minibatch_segments`` rows of the batch's longest).
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,7 @@ from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
 from simlab.harness.phases import phase_table
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
-from simlab.policy.decode import score_tokens
+from simlab.policy.decode import TokenScores, score_tokens
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
@@ -74,6 +77,8 @@ class TokenBatch:
     tokens: Tensor
     optimised: Tensor
     phase: Tensor
+    lengths: Tensor
+    """(S,) tokens of each row before its padding."""
 
     @classmethod
     def from_rollouts(cls, rb: RolloutBatch, device: torch.device) -> TokenBatch:
@@ -82,6 +87,7 @@ class TokenBatch:
             tokens=torch.from_numpy(arrays["tokens"]).to(device),
             optimised=torch.from_numpy(arrays["optimised_mask"]).to(device),
             phase=torch.from_numpy(arrays["phase"].astype(np.int64)).to(device),
+            lengths=torch.from_numpy(arrays["attention_mask"].sum(axis=1)),
         )
 
     def pad_rows(self, rows: int) -> TokenBatch:
@@ -92,10 +98,52 @@ class TokenBatch:
         T = self.tokens.shape[1]
         z = torch.zeros(extra, T, dtype=self.tokens.dtype, device=self.tokens.device)
         return TokenBatch(torch.cat([self.tokens, z]), torch.cat([self.optimised, z.bool()]),
-                          torch.cat([self.phase, z]))
+                          torch.cat([self.phase, z]), torch.cat([self.lengths, torch.ones(extra, dtype=torch.long)]))
 
-    def rows(self, idx: Tensor) -> TokenBatch:
-        return TokenBatch(self.tokens[idx], self.optimised[idx], self.phase[idx])
+    def take(self, mb: MiniBatch) -> TokenBatch:
+        return TokenBatch(mb.of(self.tokens), mb.of(self.optimised), mb.of(self.phase), self.lengths[mb.rows])
+
+
+@dataclass(frozen=True)
+class MiniBatch:
+    """Some rows of a :class:`TokenBatch`, cut to ``width`` positions (the longest of those rows)."""
+
+    rows: Tensor
+    """(R,) row indices into the batch."""
+    width: int
+
+    def of(self, grid: Tensor) -> Tensor:
+        """The (R, width) part of a batch-shaped (S, T) grid: a copy, so writing to it changes nothing."""
+        return grid[self.rows, : self.width]
+
+
+def length_buckets(lengths: Tensor, *, max_rows: int, max_tokens: int) -> list[MiniBatch]:
+    """Mini-batches of rows of similar length, each at most ``max_rows`` rows and, unless
+    ``max_tokens`` is 0, at most ``max_tokens`` token slots (rows x the longest of them).
+
+    Rows go shortest first and fill a mini-batch until the next would break a bound, so a
+    mini-batch's padding is only the spread of lengths inside it. A batch that fits in one
+    mini-batch keeps its rows in order at their full width.
+    """
+    n, width = len(lengths), int(lengths.max())
+    if n <= max_rows and (not max_tokens or n * width <= max_tokens):
+        return [MiniBatch(torch.arange(n), width)]
+    order = torch.argsort(lengths, stable=True)
+    size = lengths[order].tolist()
+    out, start = [], 0
+    for i in range(1, n + 1):
+        full = i == n or i - start == max_rows or (max_tokens and (i - start + 1) * size[i] > max_tokens)
+        if full:
+            out.append(MiniBatch(order[start:i], size[i - 1]))
+            start = i
+    return out
+
+
+def padded_minibatches(num_rows: int, width: int, size: int, generator: torch.Generator) -> list[MiniBatch]:
+    """Random mini-batches of ``size`` rows at the batch's full ``width`` (the update before issue 21;
+    the batch was padded with dummy rows to a multiple of ``size``)."""
+    order = torch.randperm(num_rows, generator=generator)
+    return [MiniBatch(order[start : start + size], width) for start in range(0, num_rows, size)]
 
 
 def to_token_grid(grid: np.ndarray, batch: SegmentBatch, tb: TokenBatch) -> Tensor:
@@ -124,10 +172,20 @@ def score(policy: Policy, tb: TokenBatch, table: Tensor, temperature: float) -> 
     return score_tokens(policy, tb.tokens, allowed, tb.optimised, temperature=temperature)
 
 
-def minibatches(num_rows: int, size: int, generator: torch.Generator) -> Iterator[Tensor]:
-    order = torch.randperm(num_rows, generator=generator)
-    for start in range(0, num_rows, size):
-        yield order[start : start + size]
+@torch.no_grad()
+def score_in(batches: list[MiniBatch], policy: Policy, tb: TokenBatch, table: Tensor,
+             temperature: float) -> TokenScores:
+    """:func:`score` of the whole batch without gradients, computed mini-batch by mini-batch."""
+    S, T = tb.tokens.shape
+    grids = [torch.zeros(S, T, device=tb.tokens.device) for _ in range(3)]
+    has_values = True
+    for mb in batches:
+        sc = score(policy, tb.take(mb), table, temperature)
+        has_values = sc.values is not None
+        for grid, part in zip(grids, (sc.logprobs, sc.entropy, sc.values), strict=True):
+            if part is not None:
+                grid[mb.rows, : mb.width] = part
+    return TokenScores(grids[0], grids[1], grids[2] if has_values else None)
 
 
 def check_finite(name: str, value: Tensor, step: int) -> None:
@@ -227,19 +285,32 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         table = torch.from_numpy(phase_table(env, harness.trigger)).to(policy.device)
         tb = TokenBatch.from_rollouts(rb, policy.device)
         policy.train()
-        scores = score(policy, tb, table, 1.0)
-        count = tb.optimised.sum().clamp_min(1)
-        loss = -(scores.logprobs.sum()) / count
-        check_finite("behaviour-cloning loss", loss, step)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
+        loss = imitation_step(policy, opt, tb, table, cfg.base.minibatch_tokens, step)
         if sink is not None:
             metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
             sink.log_metrics(metrics, step=step)
         if progress is not None:
             progress(1)
+
+
+def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, table: Tensor, max_tokens: int,
+                   step: int) -> Tensor:
+    """One optimiser step on the mean negative log-likelihood of the batch's optimised tokens.
+
+    The gradient of the whole batch, accumulated over length buckets of about ``max_tokens`` token
+    slots (0: the batch in one pass); returns the loss.
+    """
+    count = tb.optimised.sum().clamp_min(1)
+    opt.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=tb.tokens.device)
+    for mb in length_buckets(tb.lengths, max_rows=tb.tokens.shape[0], max_tokens=max_tokens):
+        loss = -score(policy, tb.take(mb), table, 1.0).logprobs.sum() / count
+        check_finite("behaviour-cloning loss", loss, step)
+        loss.backward()
+        total = total + loss.detach()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    opt.step()
+    return total
 
 
 def base_harness(cfg: RunConfig) -> HarnessConfig:
@@ -269,6 +340,30 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
 
 
 # ---------------------------------------------------------------------------------------------- RL
+@dataclass
+class PerTokenStats:
+    """Loss-weighted means of per-token diagnostics over an update's mini-batches.
+
+    Each mini-batch reports its own weighted mean; weighting those by the mini-batch's loss weight
+    gives the whole batch's, however the batch was cut. A mini-batch with no weight (only masked or
+    dummy segments) has nothing to say.
+    """
+
+    sums: dict[str, float] = field(default_factory=dict)
+    mass: float = 0.0
+
+    def add(self, mass: float, values: dict[str, float]) -> None:
+        if mass <= 0:
+            return
+        self.mass += mass
+        for key, value in values.items():
+            self.sums[key] = self.sums.get(key, 0.0) + mass * value
+
+    def means(self) -> dict[str, float]:
+        keys = (names.LOSS_CLIP_FRACTION, names.LOSS_APPROX_KL, names.LOSS_ENTROPY)
+        return {k: self.sums[k] / self.mass if self.mass else math.nan for k in keys}
+
+
 class Trainer:
     """RL from the base checkpoint with the run's recipe."""
 
@@ -286,9 +381,10 @@ class Trainer:
             self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=t.lr * t.critic_lr_scale)
         elif t.critic == "head":
             self.critic = policy
-        self.gen = torch.Generator().manual_seed(cfg.seed)
-        # rollouts sample on the policy's device; on the CPU they share the mini-batch stream as always
-        self.sample_gen = self.gen if self.device.type == "cpu" else torch.Generator(self.device).manual_seed(cfg.seed)
+        # rollouts sample from a stream of their own, so that how the update cuts its mini-batches
+        # (random draws or none) never changes what the policy plays
+        self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
+        self.gen = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, 1]).integers(2**62)))
 
     # ------------------------------------------------------------------ one step
     def prompt_seed(self, step: int, *, pretrain: bool = False) -> int:
@@ -307,13 +403,25 @@ class Trainer:
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
                        group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
 
+    def minibatches(self, tb: TokenBatch) -> list[MiniBatch]:
+        """One epoch's mini-batches: length buckets, or random padded ones (``train.length_buckets``)."""
+        t = self.cfg.train
+        if t.length_buckets:
+            return length_buckets(tb.lengths, max_rows=t.minibatch_segments, max_tokens=t.minibatch_tokens)
+        return padded_minibatches(tb.tokens.shape[0], tb.tokens.shape[1], t.minibatch_segments, self.gen)
+
+    def scoring_batches(self, tb: TokenBatch) -> list[MiniBatch]:
+        """How a pass without gradients covers the batch: the length buckets, or the whole padded batch."""
+        if self.cfg.train.length_buckets:
+            return self.minibatches(tb)
+        return [MiniBatch(torch.arange(tb.tokens.shape[0]), tb.tokens.shape[1])]
+
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
         """The critic's values on the batch's tokens, or ``None`` without a critic."""
         if self.critic is None:
             return None
         self.critic.eval()
-        with torch.no_grad():
-            return score(self.critic, tb, table, self.cfg.train.temperature).values
+        return score_in(self.scoring_batches(tb), self.critic, tb, table, self.cfg.train.temperature).values
 
     def credit(
         self, rb: RolloutBatch, tb: TokenBatch, values: Tensor | None
@@ -345,57 +453,51 @@ class Trainer:
         reuse = self.first_epoch_scores_old()
         if reuse:  # filled by the first epoch, before its optimiser step
             old = torch.zeros(tb.tokens.shape, device=self.device)
-        else:
+        else:  # old log-probs under the same masks the update uses (as verl recomputes them)
             self.policy.eval()
-            with torch.no_grad():  # old log-probs under the same masks the update uses (as verl recomputes them)
-                old = score(self.policy, tb, table, t.temperature).logprobs
-        rows = tb.tokens.shape[0]
-        stats: dict[str, list[float]] = {names.LOSS_POLICY: [], names.LOSS_CLIP_FRACTION: [],
-                                         names.LOSS_APPROX_KL: [], names.LOSS_ENTROPY: [], names.LOSS_GRAD_NORM: []}
+            old = score_in(self.scoring_batches(tb), self.policy, tb, table, t.temperature).logprobs
+        stats: dict[str, list[float]] = {names.LOSS_POLICY: [], names.LOSS_GRAD_NORM: []}
+        per_token = PerTokenStats()
         self.policy.train()
         for epoch in range(t.epochs):
             self.opt.zero_grad(set_to_none=True)
             total = torch.zeros((), device=self.device)
-            for idx in minibatches(rows, t.minibatch_segments, self.gen):
-                mb = tb.rows(idx)
-                sc = score(self.policy, mb, table, t.temperature)
+            for mb in self.minibatches(tb):
+                sc = score(self.policy, tb.take(mb), table, t.temperature)
                 if reuse and epoch == 0:
-                    old[idx] = sc.logprobs.detach()
-                w = grids["weights"][idx]
-                loss, st = clipped_policy_loss(sc.logprobs, old[idx], grids["advantages"][idx], w,
+                    old[mb.rows, : mb.width] = sc.logprobs.detach()
+                w = mb.of(grids["weights"])
+                loss, st = clipped_policy_loss(sc.logprobs, mb.of(old), mb.of(grids["advantages"]), w,
                                                eps_low=t.eps_low, eps_high=t.eps_high)
                 if t.entropy_coef:
                     loss = loss - t.entropy_coef * (w * sc.entropy).sum()
                 check_finite("policy loss", loss, step)
                 loss.backward()
                 total = total + loss.detach()
-                stats[names.LOSS_CLIP_FRACTION].append(st.clip_fraction)
-                stats[names.LOSS_APPROX_KL].append(st.approx_kl)
-                stats[names.LOSS_ENTROPY].append(weighted_entropy(sc.entropy.detach(), w))
+                per_token.add(float(w.sum()), {names.LOSS_CLIP_FRACTION: st.clip_fraction,
+                                               names.LOSS_APPROX_KL: st.approx_kl,
+                                               names.LOSS_ENTROPY: weighted_entropy(sc.entropy.detach(), w)})
             norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), t.max_grad_norm)
             check_finite("policy gradient norm", norm, step)
             self.opt.step()
             stats[names.LOSS_POLICY].append(float(total))
             stats[names.LOSS_GRAD_NORM].append(float(norm))
-        # mini-batches made only of masked or dummy segments have no weighted entropy
-        finite = {k: [x for x in v if math.isfinite(x)] for k, v in stats.items()}
-        return {k: float(np.mean(v)) if v else math.nan for k, v in finite.items()}
+        return {**{k: float(np.mean(v)) for k, v in stats.items()}, **per_token.means()}
 
     def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
         """``value_updates`` critic regressions on the value targets; the last value loss."""
         assert self.critic is not None
         t = self.cfg.train
         opt = self.critic_opt if self.critic_opt is not None else self.opt
-        rows = tb.tokens.shape[0]
         self.critic.train()
         last = math.nan
         for _ in range(t.value_updates):
             opt.zero_grad(set_to_none=True)
             total = torch.zeros((), device=self.device)
-            for idx in minibatches(rows, t.minibatch_segments, self.gen):
-                sc = score(self.critic, tb.rows(idx), table, t.temperature)
+            for mb in self.minibatches(tb):
+                sc = score(self.critic, tb.take(mb), table, t.temperature)
                 assert sc.values is not None
-                loss = value_loss(sc.values, grids["targets"][idx], grids["value_weights"][idx])
+                loss = value_loss(sc.values, mb.of(grids["targets"]), mb.of(grids["value_weights"]))
                 check_finite("value loss", loss, step)
                 loss.backward()
                 total = total + loss.detach()
@@ -415,8 +517,8 @@ class Trainer:
         t_roll = t1 - t0  # the update's clock starts here: batching, critic values and credit are its cost
         table = torch.from_numpy(phase_table(env, self.cfg.harness.trigger)).to(self.device)
         tb = TokenBatch.from_rollouts(rb, self.device)
-        padded_rows = -(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments
-        tb = tb.pad_rows(padded_rows)
+        if not t.length_buckets:  # every random mini-batch the same shape: dummy rows up to a multiple
+            tb = tb.pad_rows(-(-tb.tokens.shape[0] // t.minibatch_segments) * t.minibatch_segments)
         values = self.critic_values(tb, table)
         batch, grids, adv = self.credit(rb, tb, values)
         metrics: dict[str, float] = {}

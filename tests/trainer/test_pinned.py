@@ -5,7 +5,8 @@ re-record them (``python -m tests.trainer.test_pinned``) and say why in the comm
 returns are counts over episodes, compared exactly; gradient norms and losses to a relative 1e-5.
 
 Recorded after the prompt stream became a pure function of (seed, step) and the base model got its own
-seed (``base.seed``).
+seed (``base.seed``); re-recorded when the update and behaviour cloning began to cut their batches into
+length buckets and rollouts got a sampling stream of their own (issue 21).
 """
 
 from __future__ import annotations
@@ -48,26 +49,25 @@ EXACT = ("eval/compacted/success", "eval/single_window/success", "train/return",
 PINNED: dict[str, dict[str, float]] = {
     "supo": {
         "0:eval/compacted/success": 0.21875, "0:eval/single_window/success": 0.0, "0:train/return": 0.25,
-        "0:loss/grad_norm": 0.3961966633796692, "0:health/segments/mean": 3.25, "1:train/return": 0.375,
-        "1:loss/grad_norm": 1.0816383361816406, "1:health/segments/mean": 3.0, "2:train/return": 0.4375,
-        "2:loss/grad_norm": 0.4916525185108185, "2:health/segments/mean": 3.0,
-        "3:eval/compacted/success": 0.1875, "3:eval/single_window/success": 0.0,
+        "0:loss/grad_norm": 0.3961966633796692, "0:health/segments/mean": 3.25, "1:train/return": 0.125,
+        "1:loss/grad_norm": 0.3230551481246948, "1:health/segments/mean": 3.0, "2:train/return": 0.1875,
+        "2:loss/grad_norm": 0.3944668173789978, "2:health/segments/mean": 3.0, "3:eval/compacted/success": 0.1875,
+        "3:eval/single_window/success": 0.0,
     },
     "compactionrl": {
         "1:eval/compacted/success": 0.15625, "1:eval/single_window/success": 0.125, "1:train/return": 0.125,
-        "1:loss/grad_norm": 0.1514296978712082, "1:health/segments/mean": 2.0,
-        "1:loss/value": 0.05240701511502266, "2:train/return": 0.125, "2:loss/grad_norm": 0.15111933648586273,
-        "2:health/segments/mean": 2.0, "2:loss/value": 0.031560808420181274, "3:train/return": 0.25,
-        "3:loss/grad_norm": 0.11978139728307724, "3:health/segments/mean": 1.875,
-        "3:loss/value": 0.06447012722492218, "4:eval/compacted/success": 0.15625,
-        "4:eval/single_window/success": 0.09375,
+        "1:loss/grad_norm": 0.14712265133857727, "1:health/segments/mean": 2.0, "1:loss/value": 0.05603131651878357,
+        "2:train/return": 0.125, "2:loss/grad_norm": 0.17871136963367462, "2:health/segments/mean": 2.0,
+        "2:loss/value": 0.03842801973223686, "3:train/return": 0.0, "3:loss/grad_norm": 0.19645358622074127,
+        "3:health/segments/mean": 1.875, "3:loss/value": 0.009655740112066269, "4:eval/compacted/success": 0.1875,
+        "4:eval/single_window/success": 0.125,
     },
     "autocompact-run-seed": {
         "0:eval/compacted/success": 0.21875, "0:eval/single_window/success": 0.0, "0:train/return": 0.1875,
-        "0:loss/grad_norm": 0.2283819317817688, "0:health/segments/mean": 4.5625, "1:train/return": 0.25,
-        "1:loss/grad_norm": 0.513224720954895, "1:health/segments/mean": 4.75, "2:train/return": 0.3125,
-        "2:loss/grad_norm": 0.5627099275588989, "2:health/segments/mean": 5.125,
-        "3:eval/compacted/success": 0.28125, "3:eval/single_window/success": 0.0,
+        "0:loss/grad_norm": 0.2283819168806076, "0:health/segments/mean": 4.5625, "1:train/return": 0.1875,
+        "1:loss/grad_norm": 0.5185922980308533, "1:health/segments/mean": 4.875, "2:train/return": 0.5,
+        "2:loss/grad_norm": 0.5961709022521973, "2:health/segments/mean": 5.9375,
+        "3:eval/compacted/success": 0.3125, "3:eval/single_window/success": 0.0,
     },
 }
 

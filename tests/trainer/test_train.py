@@ -135,6 +135,8 @@ def test_cli_train_default_store_follows_simlab_home(tmp_path):
         (["--set", "train.recipe=ppo2"], "`train.recipe='ppo2'` is invalid"),
         (["--set", "train.eps_high=0"], "`train.eps_high=0` is invalid"),
         (["--set", "train.group_size=0"], "`train.group_size=0` is invalid"),
+        (["--set", "train.minibatch_tokens=-1"], "`train.minibatch_tokens=-1` is invalid; choose an integer >= 0"),
+        (["--set", "base.minibatch_tokens=big"], "`base.minibatch_tokens='big'` is invalid"),
         (["--set", "harness.summariser=gpt"], "`harness.summariser='gpt'` is invalid"),
         (["--set", "harness.window=16", "--set", "harness.t_comp=3"], "`harness.window=16` is invalid"),
         (["missing.toml"], "does not exist"),
