@@ -290,7 +290,10 @@ def _open_spec(spec: str, storage: str | None, tracking_uri: str | None) -> Any:
 @app.command()
 def sweep(
     spec: SpecArg,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes (1 torch thread each).")] = 1,
+    workers: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--workers", help="Worker processes, 1 torch thread each (default: the machine's cores)."),
+    ] = None,
     storage: StorageOpt = None,
     tracking_uri: TrackingOpt = None,
     trial: TrialOpt = "simlab.sweep.backend:SIMLAB",
@@ -306,7 +309,8 @@ def sweep(
                            progress=progress, echo=typer.echo, heartbeat=heartbeat)
     except ConfigError as exc:  # a bad spec, store or trial backend: nothing was written
         raise fail(exc) from exc
-    typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s")
+    typer.echo(f"done: {result.ran} trial(s) run, {result.failed} failed, in {result.wall_s:.1f} s "
+               f"on {result.workers} worker(s)")
     table = _write_summary(parsed, result)
     if table is not None:
         typer.echo(f"results table: {table} (and {table.with_suffix('.md')})")

@@ -654,6 +654,8 @@ class SweepResult:
     """``trials.csv``: every trial's point, seed, state, value and failure (``None`` if it was not written)."""
     wall_s: float
     outcomes: tuple[TrialOutcome, ...]
+    workers: int = 1
+    """Worker processes this host ran the trials on."""
 
 
 def validate(spec: SweepSpec, backend: TrialBackend) -> None:
@@ -702,8 +704,9 @@ class OpenSweep:
                 enqueue_missing(self.study, self.spec, self.ctx.final)
         return failed
 
-    def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float) -> SweepResult:
-        """The :class:`SweepResult` of this run's ``outcomes``."""
+    def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float,
+               workers: int = 1) -> SweepResult:
+        """The :class:`SweepResult` of this run's ``outcomes``, played on ``workers`` processes."""
         return SweepResult(
             study=self.spec.name,
             storage=self.study_store.location,
@@ -716,6 +719,7 @@ class OpenSweep:
             table=table,
             wall_s=time.perf_counter() - start,
             outcomes=tuple(outcomes),
+            workers=workers,
         )
 
     def done(self) -> bool:
@@ -848,10 +852,17 @@ def drain(
             time.sleep(sweep.ctx.heartbeat if sweep.study_store.is_rdb else 2.0)
 
 
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS says), the default worker count:
+    each worker runs torch on one thread, so one per core fills the machine without oversubscribing it."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
-    workers: int = 1,
+    workers: int | None = None,
     storage: str | None = None,
     tracking_uri: str | None = None,
     root: Path | None = None,
@@ -860,8 +871,10 @@ def run_sweep(
     echo: Callable[[str], None] = print,
     heartbeat: int = rdb.HEARTBEAT_S,
 ) -> SweepResult:
-    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes, write trials.csv."""
+    """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes (default: one per
+    core, :func:`machine_cores`), write trials.csv."""
     start = time.perf_counter()
+    workers = machine_cores() if workers is None else workers
     if workers < 1:
         raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
     sweep = open_sweep(
@@ -892,7 +905,7 @@ def run_sweep(
             table = write_trials(study, results_dir(store, sweep.root, spec.name))
             client.log_artifact(ctx.parent_run_id, str(table), "summary")
         tracking.finish_run(client, ctx.parent_run_id, status, reason)
-    return sweep.result(outcomes, table, start)
+    return sweep.result(outcomes, table, start, workers)
 
 
 def _run_pool(sweep: OpenSweep, workers: int, todo: int, progress: bool, outcomes: list[TrialOutcome]) -> None:
