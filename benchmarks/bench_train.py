@@ -14,14 +14,32 @@ prints no-compaction / compaction ratios with ``supo`` as the named baseline. Wi
 token attends to at most W keys, so the cost is linear in the horizon; without, attention is
 quadratic.
 
-    PYTHONPATH=. python benchmarks/bench_train.py [demo|horizon|all] [--preset keyrecall-mini]
+``base`` and ``run`` measure against a baseline commit (``--baseline``, default 7ee6af2, the commit
+before issue 21), alternating the two sides, each measurement in a fresh subprocess whose ``simlab`` is
+that side's (``benchmarks/baseline.py``):
+
+``base``: build the base model of ``--preset`` (default ``peekread-pos``, the main job's: 300 steps) for
+each of ``--seeds`` on both sides, into fresh stores, and print the build times, their ratio and each
+base's held-out compacted success (evaluated here, by this tree, on the seed's own 512 episodes). The
+equal-quality claim itself rests on more seeds: ``benchmarks/equivalence.py base``.
+
+``run``: one 30-step RL run of the demo preset with an evaluation every 2 steps, and the same run
+evaluating only at the end, on both sides (each side's base built first, untimed). Issue 21's target is
+at most 1.3x for the first against the second, which needs cheap intermediate evaluations (issue 21,
+item 3): :data:`EVAL_SUBSET` is where their settings go, applied to the every-2-steps run.
+
+    PYTHONPATH=. python benchmarks/bench_train.py [demo|horizon|base|run|all] [--preset keyrecall-mini]
         [--store mlruns] [--set train.steps=60 ...] [--rollouts 256] [--horizons 8 16 32 64 128]
+        [--baseline 7ee6af2] [--seeds 0 1] [--rounds 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,12 +48,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from simlab import names
 from simlab.config import RunConfig, apply_overrides, parse_overrides, resolve
 from simlab.harness import run_rollouts
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.sinks import JsonlSink, read_metrics
-from simlab.train import base_checkpoint, device_of, make_env, train
+from simlab.train import base_checkpoint, device_of, evaluate, make_env, train
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import baseline  # the sibling module; this script may run under the baseline's simlab
 
 DEMO_PRESET = "keyrecall-mini"
 DEMO_RECIPES = ("supo", "compactionrl")
@@ -47,6 +69,16 @@ RECIPE_OVERRIDES: dict[str, dict[str, Any]] = {
     # W = 64 the oracle finishes 87 % of them
     "compactionrl": {"harness.window": 64},
 }
+
+
+BASE_PRESET = "peekread-pos"
+"""The main job's preset: its base model (300 behaviour-cloning steps) is the one issue 21 times."""
+BASE_EVAL_EPISODES = 512
+RUN_STEPS, RUN_EVERY = 30, 2
+EVAL_SUBSET: dict[str, Any] = {}
+"""Settings of cheap intermediate evaluations for the ``run`` benchmark's every-2-steps run (issue 21,
+item 3: a held-out subset, the full set at the end). Empty until those settings exist on main; then, for
+example, ``{"eval.subset_episodes": 128}``."""
 
 
 def binomial_se(p: float, n: int) -> float:
@@ -71,14 +103,19 @@ def demo(preset: str, recipes: tuple[str, ...], store: Path, overrides: dict[str
         start = time.perf_counter()
         base_checkpoint(cfg, store)  # cached: recipes with the same context geometry share one base model
         base_s = time.perf_counter() - start
-        with tempfile.TemporaryDirectory() as tmp:
-            sink = JsonlSink(tmp)
-            start = time.perf_counter()
-            train(cfg, sink, store=store)
-            wall = time.perf_counter() - start
-            sink.close()
-            rows = read_metrics(tmp)
+        wall, rows = timed_train(cfg, store)
         report_demo(cfg, rows, wall, base_s)
+
+
+def timed_train(cfg: RunConfig, store: Path) -> tuple[float, list[dict[str, Any]]]:
+    """The wall time of ``train`` (the base model cached or built in it) and the metrics it logged."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = JsonlSink(tmp)
+        start = time.perf_counter()
+        train(cfg, sink, store=store)
+        wall = time.perf_counter() - start
+        sink.close()
+        return wall, read_metrics(tmp)
 
 
 def report_demo(cfg: RunConfig, rows: list[dict[str, Any]], wall: float, base_s: float) -> None:
@@ -177,11 +214,102 @@ def horizon_bench(preset: str, horizons: list[int], episodes: int, overrides: di
         print(f"   {metric:>8}: supo {slopes['supo']:.2f}   react {slopes['react']:.2f}")
 
 
+# ---------------------------------------------------------------------------------------------- against a baseline
+def base_side(preset: str, seed: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """In a side's subprocess: build one base model into ``store`` and time it."""
+    cfg = resolve(apply_overrides({"task": {"preset": preset}, "base": {"seed": seed}, "seed": seed}, overrides))
+    start = time.perf_counter()
+    path = base_checkpoint(cfg, store)
+    return {"seconds": time.perf_counter() - start, "path": str(path)}
+
+
+def run_side(every: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """In a side's subprocess: the demo preset's base (cached in ``store``, untimed), then one timed RL run."""
+    settings = {"train.steps": RUN_STEPS, "eval.every": every, **(EVAL_SUBSET if every < RUN_STEPS else {}),
+                **overrides}
+    cfg = resolve(apply_overrides({"task": {"preset": DEMO_PRESET}, "train": {"recipe": "supo"}}, settings))
+    base_checkpoint(cfg, store)
+    return {"seconds": timed_train(cfg, store)[0]}
+
+
+def held_out_success(preset: str, seed: int, path: str, overrides: dict[str, Any]) -> float:
+    """A base checkpoint's compacted success on the seed's own held-out set, evaluated by this tree."""
+    from simlab.policy.checkpoint import load_checkpoint
+
+    settings = {"eval.episodes": BASE_EVAL_EPISODES, "eval.single_window": False, "eval.seed": "run", **overrides}
+    cfg = resolve(apply_overrides({"task": {"preset": preset}, "seed": seed}, settings))
+    policy, _ = load_checkpoint(path, expected_vocab_size=cfg.policy.vocab_size, device=device_of(cfg))
+    return evaluate(cfg, policy)[names.metric(names.EVAL_COMPACTED, names.SUCCESS)]
+
+
+def base_bench(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    preset = args.preset or BASE_PRESET
+    sides = baseline.both(args.baseline)
+    print(f"== base-model build on {preset}, seeds {args.seeds}: {' vs '.join(sides)}, alternating")
+    with tempfile.TemporaryDirectory() as tmp:
+        def measure(name: str, root: Path, r: int) -> dict[str, Any]:  # round r builds seed r on both sides
+            store = Path(tmp) / f"{r}-{name.split()[-1]}"
+            return baseline.side(root, Path(__file__), ["base", "--preset", preset, "--seed", str(args.seeds[r]),
+                                                        "--store", str(store), *args.set_args])
+
+        rows = baseline.alternate(sides, len(args.seeds), measure, echo=lambda _: None)
+        for runs in rows.values():
+            for seed, r in zip(args.seeds, runs, strict=True):
+                r["success"] = held_out_success(preset, seed, r["path"], overrides)
+    report_base(preset, args.seeds, rows)
+
+
+def report_base(preset: str, seeds: list[int], rows: dict[str, list[dict[str, Any]]]) -> None:
+    (old_name, old), (new_name, new) = rows.items()
+    n = BASE_EVAL_EPISODES
+    for seed, o, w in zip(seeds, old, new, strict=True):
+        print(f"   seed {seed}: {o['seconds']:6.1f} s -> {w['seconds']:6.1f} s "
+              f"(x{o['seconds'] / w['seconds']:.2f} faster); held-out success {o['success']:.3f} -> "
+              f"{w['success']:.3f} (SE {binomial_se(o['success'], n):.3f} each)")
+    total_old, total_new = sum(r["seconds"] for r in old), sum(r["seconds"] for r in new)
+    ratios = [o["seconds"] / w["seconds"] for o, w in zip(old, new, strict=True)]
+    print(f"   => {preset} base build: {old_name} {total_old:.0f} s, {new_name} {total_new:.0f} s: "
+          f"x{total_old / total_new:.2f} faster (median per seed x{statistics.median(ratios):.2f}; target >= 2x); "
+          f"mean held-out success {statistics.mean(r['success'] for r in old):.3f} -> "
+          f"{statistics.mean(r['success'] for r in new):.3f} over {len(seeds)} seed(s), {n} episodes each")
+
+
+def run_bench(args: argparse.Namespace) -> None:
+    sides = baseline.both(args.baseline)
+    stores = {name: Path(tempfile.gettempdir()) / f"simlab-bench-run-{name.split()[-1]}" for name in sides}
+    print(f"== one {RUN_STEPS}-step run of {DEMO_PRESET} (supo), evaluating every {RUN_EVERY} steps and only at the "
+          f"end: {' vs '.join(sides)}, {args.rounds} round(s) alternating (bases built first, untimed)"
+          + ("" if EVAL_SUBSET else "; no evaluation subset on main yet (EVAL_SUBSET is empty)"))
+
+    def measure(name: str, root: Path, _: int) -> dict[str, Any]:
+        return {str(every): baseline.side(root, Path(__file__), ["run", "--every", str(every), "--store",
+                                                                  str(stores[name]), *args.set_args])["seconds"]
+                for every in (RUN_EVERY, RUN_STEPS)}
+
+    results = baseline.alternate(sides, args.rounds, measure, echo=lambda _: None)
+    medians = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in results.items()}
+    for name, m in medians.items():
+        every, end = m[str(RUN_EVERY)], m[str(RUN_STEPS)]
+        print(f"   {name}: every {RUN_EVERY} steps {every:.1f} s, at the end only {end:.1f} s: x{every / end:.2f}"
+              f" ({'meets' if every / end <= 1.3 else 'misses'} <= 1.3x)")
+    (_, old), (_, new) = medians.items()
+    every, end = (new[str(k)] / old[str(k)] for k in (RUN_EVERY, RUN_STEPS))
+    print(f"   => this tree / baseline wall time: every {RUN_EVERY} steps x{every:.2f}, at the end only x{end:.2f}")
+
+
+def side_main(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    if args.what == "base":
+        out = base_side(args.preset or BASE_PRESET, args.seed, Path(args.store), overrides)
+    else:
+        out = run_side(args.every, Path(args.store), overrides)
+    print(json.dumps(out))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="?", default="all", choices=("demo", "horizon", "all"))
-    parser.add_argument("--preset", default=DEMO_PRESET)
+    parser.add_argument("what", nargs="?", default="all", choices=("demo", "horizon", "base", "run", "all"))
+    parser.add_argument("--preset", default=None, help=f"default {DEMO_PRESET} ({BASE_PRESET} for base)")
     parser.add_argument("--recipes", nargs="+", default=list(DEMO_RECIPES))
     parser.add_argument("--store", default="mlruns", help="where the base checkpoint is cached")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -190,14 +318,28 @@ def main() -> None:
     parser.add_argument("--horizons", nargs="+", type=int, default=[8, 16, 32, 64, 128])
     parser.add_argument("--episodes", type=int, default=32, help="episodes per horizon point")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--baseline", default=baseline.BASELINE, help="base and run: the commit to measure against")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1], help="base: base-model seeds, one build each")
+    parser.add_argument("--rounds", type=int, default=2, help="run: measurements per side")
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--every", type=int, default=RUN_EVERY, help=argparse.SUPPRESS)
+    parser.add_argument(baseline.SIDE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.set_args = [f"--set={o}" for o in args.overrides]
     torch.set_num_threads(args.threads)
     overrides = parse_overrides(args.overrides)
+    if getattr(args, baseline.SIDE_FLAG.lstrip("-")):
+        side_main(args, overrides)
+        return
     print(f"torch {torch.__version__}, {args.threads} thread(s)")
     if args.what in ("demo", "all"):
-        demo(args.preset, tuple(args.recipes), Path(args.store), overrides, args.rollouts)
+        demo(args.preset or DEMO_PRESET, tuple(args.recipes), Path(args.store), overrides, args.rollouts)
     if args.what in ("horizon", "all"):
-        horizon_bench(args.preset, args.horizons, args.episodes, overrides)
+        horizon_bench(args.preset or DEMO_PRESET, args.horizons, args.episodes, overrides)
+    if args.what in ("base", "all"):
+        base_bench(args, overrides)
+    if args.what in ("run", "all"):
+        run_bench(args)
 
 
 if __name__ == "__main__":
