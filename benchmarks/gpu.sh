@@ -23,8 +23,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 
 echo "== throughput: demo and ~10M-parameter policies, $ROLLOUTS rollouts per step"
-PYTHONPATH=. "$PY" benchmarks/bench_throughput.py --device cuda --models demo 10m --steps 3 \
-    --rollouts "$ROLLOUTS" --set "train.minibatch_segments=$MINIBATCH" --sync-check
+# this tree alone (the device's copy has no git history for a baseline); no token bound on a mini-batch:
+# length buckets sized for a CPU core's cache would starve a GPU
+PYTHONPATH=. "$PY" benchmarks/bench_throughput.py --device cuda --models demo 10m --steps 3 --baseline none \
+    --rollouts "$ROLLOUTS" --set "train.minibatch_segments=$MINIBATCH" --set train.minibatch_tokens=0 --sync-check
 
 echo "== main job: simlab sweep sweeps/quick.toml --workers 2 on a fresh store"
 fresh=$(mktemp -d)
