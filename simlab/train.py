@@ -297,8 +297,8 @@ def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, t
                    step: int) -> Tensor:
     """One optimiser step on the mean negative log-likelihood of the batch's optimised tokens.
 
-    The gradient of the whole batch, accumulated over length buckets of about ``max_tokens`` token
-    slots (0: the batch in one pass); returns the loss.
+    The gradient of the whole batch, accumulated over length buckets of at most ``max_tokens`` token
+    slots (0: the batch in one padded pass); returns the loss.
     """
     count = tb.optimised.sum().clamp_min(1)
     opt.zero_grad(set_to_none=True)
