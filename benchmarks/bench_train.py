@@ -218,9 +218,9 @@ def horizon_bench(preset: str, horizons: list[int], episodes: int, overrides: di
 def base_side(preset: str, seed: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """In a side's subprocess: build one base model into ``store`` and time it."""
     cfg = resolve(apply_overrides({"task": {"preset": preset}, "base": {"seed": seed}, "seed": seed}, overrides))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     path = base_checkpoint(cfg, store)
-    return {"seconds": time.perf_counter() - start, "path": str(path)}
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "path": str(path)}
 
 
 def run_side(every: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +229,8 @@ def run_side(every: int, store: Path, overrides: dict[str, Any]) -> dict[str, An
                 **overrides}
     cfg = resolve(apply_overrides({"task": {"preset": DEMO_PRESET}, "train": {"recipe": "supo"}}, settings))
     base_checkpoint(cfg, store)
-    return {"seconds": timed_train(cfg, store)[0]}
+    cpu = time.process_time()
+    return {"seconds": timed_train(cfg, store)[0], "cpu_seconds": time.process_time() - cpu}
 
 
 def held_out_success(preset: str, seed: int, path: str, overrides: dict[str, Any]) -> float:
@@ -263,14 +264,15 @@ def report_base(preset: str, seeds: list[int], rows: dict[str, list[dict[str, An
     (old_name, old), (new_name, new) = rows.items()
     n = BASE_EVAL_EPISODES
     for seed, o, w in zip(seeds, old, new, strict=True):
-        print(f"   seed {seed}: {o['seconds']:6.1f} s -> {w['seconds']:6.1f} s "
-              f"(x{o['seconds'] / w['seconds']:.2f} faster); held-out success {o['success']:.3f} -> "
-              f"{w['success']:.3f} (SE {binomial_se(o['success'], n):.3f} each)")
-    total_old, total_new = sum(r["seconds"] for r in old), sum(r["seconds"] for r in new)
-    ratios = [o["seconds"] / w["seconds"] for o, w in zip(old, new, strict=True)]
-    print(f"   => {preset} base build: {old_name} {total_old:.0f} s, {new_name} {total_new:.0f} s: "
-          f"x{total_old / total_new:.2f} faster (median per seed x{statistics.median(ratios):.2f}; target >= 2x); "
-          f"mean held-out success {statistics.mean(r['success'] for r in old):.3f} -> "
+        print(f"   seed {seed}: wall {o['seconds']:6.1f} s -> {w['seconds']:6.1f} s, CPU {o['cpu_seconds']:6.1f} s -> "
+              f"{w['cpu_seconds']:6.1f} s; held-out success {o['success']:.3f} -> {w['success']:.3f} "
+              f"(SE {binomial_se(o['success'], n):.3f} each)")
+    for clock, label in (("seconds", "wall"), ("cpu_seconds", "CPU")):
+        total_old, total_new = sum(r[clock] for r in old), sum(r[clock] for r in new)
+        ratios = [o[clock] / w[clock] for o, w in zip(old, new, strict=True)]
+        print(f"   => {preset} base build, {label} time: {old_name} {total_old:.0f} s, {new_name} {total_new:.0f} s: "
+              f"x{total_old / total_new:.2f} faster (median per seed x{statistics.median(ratios):.2f}; target >= 2x)")
+    print(f"   => mean held-out success {statistics.mean(r['success'] for r in old):.3f} -> "
           f"{statistics.mean(r['success'] for r in new):.3f} over {len(seeds)} seed(s), {n} episodes each")
 
 
@@ -282,19 +284,25 @@ def run_bench(args: argparse.Namespace) -> None:
           + ("" if EVAL_SUBSET else "; no evaluation subset on main yet (EVAL_SUBSET is empty)"))
 
     def measure(name: str, root: Path, _: int) -> dict[str, Any]:
-        return {str(every): baseline.side(root, Path(__file__), ["run", "--every", str(every), "--store",
-                                                                  str(stores[name]), *args.set_args])["seconds"]
-                for every in (RUN_EVERY, RUN_STEPS)}
+        out = {}
+        for every in (RUN_EVERY, RUN_STEPS):
+            side = baseline.side(root, Path(__file__), ["run", "--every", str(every), "--store", str(stores[name]),
+                                                        *args.set_args])
+            out.update({f"wall {every}": side["seconds"], f"cpu {every}": side["cpu_seconds"]})
+        return out
 
     results = baseline.alternate(sides, args.rounds, measure, echo=lambda _: None)
     medians = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in results.items()}
     for name, m in medians.items():
-        every, end = m[str(RUN_EVERY)], m[str(RUN_STEPS)]
-        print(f"   {name}: every {RUN_EVERY} steps {every:.1f} s, at the end only {end:.1f} s: x{every / end:.2f}"
-              f" ({'meets' if every / end <= 1.3 else 'misses'} <= 1.3x)")
+        for clock in ("wall", "cpu"):
+            every, end = m[f"{clock} {RUN_EVERY}"], m[f"{clock} {RUN_STEPS}"]
+            print(f"   {name}, {clock} time: every {RUN_EVERY} steps {every:.1f} s, at the end only {end:.1f} s: "
+                  f"x{every / end:.2f} ({'meets' if every / end <= 1.3 else 'misses'} <= 1.3x)")
     (_, old), (_, new) = medians.items()
-    every, end = (new[str(k)] / old[str(k)] for k in (RUN_EVERY, RUN_STEPS))
-    print(f"   => this tree / baseline wall time: every {RUN_EVERY} steps x{every:.2f}, at the end only x{end:.2f}")
+    for clock in ("wall", "cpu"):
+        every, end = (new[f"{clock} {k}"] / old[f"{clock} {k}"] for k in (RUN_EVERY, RUN_STEPS))
+        print(f"   => this tree / baseline, {clock} time: every {RUN_EVERY} steps x{every:.2f}, "
+              f"at the end only x{end:.2f}")
 
 
 def side_main(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
