@@ -24,9 +24,10 @@ base's held-out compacted success (evaluated here, by this tree, on the seed's o
 equal-quality claim itself rests on more seeds: ``benchmarks/equivalence.py base``.
 
 ``run``: one 30-step RL run of the demo preset with an evaluation every 2 steps, and the same run
-evaluating only at the end, on both sides (each side's base built first, untimed). Issue 21's target is
-at most 1.3x for the first against the second, which needs cheap intermediate evaluations (issue 21,
-item 3): :data:`EVAL_SUBSET` is where their settings go, applied to the every-2-steps run.
+evaluating only at the end (256 held-out episodes in both configurations), on both sides (each side's
+base built first, untimed), in wall and CPU time. Issue 21's target is at most 1.3x for the first
+against the second, which needs cheap intermediate evaluations (issue 21, item 3): :data:`EVAL_SUBSET`
+is where their settings go, applied to the every-2-steps run.
 
     PYTHONPATH=. python benchmarks/bench_train.py [demo|horizon|base|run|all] [--preset keyrecall-mini]
         [--store mlruns] [--set train.steps=60 ...] [--rollouts 256] [--horizons 8 16 32 64 128]
@@ -75,6 +76,8 @@ BASE_PRESET = "peekread-pos"
 """The main job's preset: its base model (300 behaviour-cloning steps) is the one issue 21 times."""
 BASE_EVAL_EPISODES = 512
 RUN_STEPS, RUN_EVERY = 30, 2
+RUN_EVAL = {"eval.episodes": 256}
+"""The held-out set campaigns evaluate on (256-512 episodes, in both configurations; 256 as the demo)."""
 EVAL_SUBSET: dict[str, Any] = {}
 """Settings of cheap intermediate evaluations for the ``run`` benchmark's every-2-steps run (issue 21,
 item 3: a held-out subset, the full set at the end). Empty until those settings exist on main; then, for
@@ -225,8 +228,8 @@ def base_side(preset: str, seed: int, store: Path, overrides: dict[str, Any]) ->
 
 def run_side(every: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """In a side's subprocess: the demo preset's base (cached in ``store``, untimed), then one timed RL run."""
-    settings = {"train.steps": RUN_STEPS, "eval.every": every, **(EVAL_SUBSET if every < RUN_STEPS else {}),
-                **overrides}
+    settings = {"train.steps": RUN_STEPS, "eval.every": every, **RUN_EVAL,
+                **(EVAL_SUBSET if every < RUN_STEPS else {}), **overrides}
     cfg = resolve(apply_overrides({"task": {"preset": DEMO_PRESET}, "train": {"recipe": "supo"}}, settings))
     base_checkpoint(cfg, store)
     cpu = time.process_time()
