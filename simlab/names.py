@@ -204,6 +204,8 @@ ATTR_FAILURE = "failure"
 ATTR_REASON = "reason"
 ATTR_REPLACES = "replaces"
 """On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
+ATTR_SEED = "seed"
+"""The trial's seed: a user attribute, not a parameter, so Optuna's importance ranks only the searched axes."""
 STUDY_FINGERPRINT = "simlab.fingerprint"
 """A study's user attr: the spec it was made from (a changed spec under the same name is refused)."""
 
