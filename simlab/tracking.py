@@ -24,6 +24,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # no display: figures are rendered in workers and in CI
+# before mlflow is imported: see TELEMETRY_ENV
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import matplotlib.pyplot as plt
 import polars as pl
@@ -43,6 +45,10 @@ from simlab.schema import flatten
 from simlab.stores import TRACKING_ENV as TRACKING_ENV  # the store rules live in simlab.stores
 from simlab.stores import sqlite_path as sqlite_path
 
+TELEMETRY_ENV = "MLFLOW_DISABLE_TELEMETRY"
+"""MLflow's usage telemetry is off in every simlab process and in the UI server ``simlab ui`` starts (they
+inherit the environment this module sets on import), unless the user set the variable themselves:
+``MLFLOW_DISABLE_TELEMETRY=false simlab ui`` opts in."""
 MAX_METRICS_PER_BATCH = 1000
 """MLflow's limit on metrics in one ``log_batch`` call."""
 MAX_PARAMS_PER_BATCH = 100
