@@ -15,10 +15,53 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from simlab.errors import ConfigError, TrainingDiverged
 
-app = typer.Typer(
+
+class PlainHelpCommand(TyperCommand):
+    """A command whose ``--help`` shows its flags plainly (``--json``, not ``--json <bool>``) and its
+    arguments as ``SPEC`` / ``[CONFIG]`` in the usage line (typer 0.29 writes ``{spec}``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _plain_metavar(param)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The ``--help`` flag, shown without a type like every other flag."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _plain_metavar(option)
+        return option
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``[OPTIONS] SPEC``: a required argument bare, an optional one in brackets."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.display_name_raw + ("..." if param.nargs != 1 else "")
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+def _plain_metavar(param: Any) -> None:
+    if isinstance(param, TyperOption) and param.is_flag and not param.count:
+        param.metavar = ""  # a flag takes no value: no type column
+    elif isinstance(param, TyperArgument) and param.metavar is None:
+        param.metavar = (param.name or "").upper()
+
+
+class _Typer(typer.Typer):
+    """Every command of the app is a :class:`PlainHelpCommand`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", PlainHelpCommand)
+        return super().command(*args, **kwargs)
+
+
+app = _Typer(
     name="simlab",
     help="Simulate compaction-aware RL: credit assignment across compaction boundaries.",
     no_args_is_help=True,
@@ -136,7 +179,8 @@ def inspect(
         8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
     ),
     set_: list[str] = typer.Option(  # noqa: B008
-        [], "--set", help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
+        [], "--set", metavar="KEY=VALUE",
+        help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
     ),
     vs_sliding: bool = typer.Option(
         False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
@@ -206,7 +250,9 @@ def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[
 @app.command()
 def train(
     config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
-    set_: Annotated[list[str], typer.Option("--set", help="Override KEY=VALUE, e.g. train.lr=1e-3.")] = [],  # noqa: B006
+    set_: Annotated[
+        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): train.lr=1e-3.")
+    ] = [],  # noqa: B006
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: <store>/runs/<time>-<recipe>).")] = None,  # noqa: UP045
     store: Annotated[
         Optional[Path],  # noqa: UP045
