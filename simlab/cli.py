@@ -5,6 +5,7 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect as inspect_module
 import json
@@ -446,11 +447,12 @@ def report(
     ] = None,
 ) -> None:
     """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
-    from simlab.analysis.report import build_report
-
     if not (math.isfinite(effect) and effect > 0):
         raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
     try:
+        _check_experiment(experiment, tracking_uri)  # before MLflow and the analysis layer are imported
+        from simlab.analysis.report import build_report
+
         made = build_report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
             effect=effect,
@@ -462,6 +464,35 @@ def report(
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
+
+
+def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
+    """Raise :class:`~simlab.errors.ReportError` when a local store (sqlite) has no active experiment of
+    that name or id, naming the ones it has. Reads the file directly: importing MLflow takes seconds.
+    Any other store, or a file this cannot read, is left to the report's own check."""
+    import sqlite3
+
+    from simlab import stores
+    from simlab.errors import ReportError
+
+    uri, _ = stores.tracking_uri(tracking_uri, stores.home())
+    db = stores.sqlite_path(uri)
+    if db is None:
+        return
+    if not db.is_file():  # reading must not create an empty store
+        raise ReportError(f"experiment {experiment!r} does not exist in {uri} (no such file); run `simlab sweep` "
+                          "first", key="experiment", value=experiment, allowed="run `simlab sweep` first")
+    try:
+        with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
+            rows = conn.execute("SELECT experiment_id, name FROM experiments WHERE lifecycle_stage = 'active' "
+                                "ORDER BY experiment_id").fetchall()
+    except sqlite3.Error:
+        return
+    if any(experiment in (str(eid), name) for eid, name in rows):
+        return
+    have = ", ".join(repr(name) for _, name in rows) or "none"
+    raise ReportError(f"experiment {experiment!r} does not exist in {uri}; choose one of its experiments ({have}) "
+                      "or run `simlab sweep` first", key="experiment", value=experiment, allowed=have)
 
 
 @app.command()
