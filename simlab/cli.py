@@ -359,7 +359,7 @@ def sweep(
         typer.echo(f"results table: {table} (and {table.with_suffix('.md')})")
     _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
-    typer.echo(f"browse the runs with: simlab ui{ui_hint}")
+    typer.echo(f"browse the runs with: {command_name()} ui{ui_hint}")
 
 
 @app.command()
@@ -382,7 +382,27 @@ def worker(
     _write_summary(parsed, result)
     typer.echo(f"done: the grid is finished; this worker ran {result.ran} trial(s) in {result.wall_s:.1f} s")
     hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
-    typer.echo(f"report: simlab report {parsed.name}{hint}")
+    typer.echo(f"report: {command_name()} report {parsed.name}{hint}")
+
+
+def command_name() -> str:
+    """How to run simlab again from the user's shell: ``simlab`` when that name on the PATH is this
+    install, else the path of this install's script (``.venv/bin/simlab`` when it lies under the working
+    folder): a fresh setup never activates its venv, so a bare ``simlab`` in a hint would not be found."""
+    import os
+    import shutil
+
+    script = Path(sys.argv[0])
+    if script.name != "simlab" or not script.is_file():  # python -m simlab.cli, or a test runner
+        script = Path(sys.executable).parent / "simlab"
+    if not script.is_file():
+        return "simlab"
+    found = shutil.which("simlab")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "simlab"
+    where = script.absolute()
+    cwd = Path.cwd()
+    return os.path.relpath(where, cwd) if where.is_relative_to(cwd) else str(where)
 
 
 def _write_summary(spec: Any, result: Any) -> Path | None:
@@ -415,7 +435,7 @@ def _print_report(experiment: str, tracking_uri: str) -> None:
         typer.echo(f"no report: {exc}")
         return
     except (ValueError, OSError) as exc:  # the trials are done and stored: a report failure must not hide that
-        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `simlab report {experiment}`")
+        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `{command_name()} report {experiment}`")
         return
     typer.echo(made.markdown)
     typer.echo(f"report files: {made.files[0].parent} (also artifacts of the parent run {made.logged_to})")
