@@ -439,6 +439,7 @@ def _print_report(experiment: str, tracking_uri: str) -> None:
         return
     typer.echo(made.markdown)
     typer.echo(f"report files: {made.files[0].parent} (also artifacts of the parent run {made.logged_to})")
+    _summary_on_parent(made, tracking_uri)
 
 
 @app.command()
@@ -480,10 +481,39 @@ def report(
     except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
+    _summary_on_parent(made, tracking_uri)
     for why in made.skipped:
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
+
+
+def summary_rows(table: Any) -> list[dict[str, Any]]:
+    """The per-variant numbers the sweep's parent run logs, from the report's variant table
+    (:func:`simlab.analysis.report.variant_table`; only these of its columns: evaluation, variant, baseline,
+    mean, se, difference, se_difference, sigma). The baseline has no difference from itself."""
+    rows = []
+    for r in table.to_dicts():
+        stats = {"mean": r.get("mean"), "se": r.get("se")}
+        if r.get("variant") != r.get("baseline"):
+            stats |= {"diff": r.get("difference"), "diff_se": r.get("se_difference"), "sigma": r.get("sigma")}
+        rows.append({"evaluation": r.get("evaluation"), "variant": r.get("variant"), "stats": stats})
+    return rows
+
+
+def _summary_on_parent(made: Any, tracking_uri: str | None) -> None:
+    """Log the report's per-variant summary on the sweep's parent run and refresh the sweep's UI views, so
+    that the parent row alone shows the result; a failure is said, never raised (the report is written)."""
+    from simlab import tracking
+
+    if made.logged_to is None:
+        return
+    try:
+        store = tracking.resolve_store(tracking_uri)
+        tracking.log_summary(store, made.logged_to, summary_rows(made.table))
+        tracking.write_views(store.client(), made.sweep.experiment_id)
+    except Exception as exc:  # the store is MLflow's: its errors are not simlab's to list
+        typer.echo(f"summary not logged on the parent run: {type(exc).__name__}: {exc}", err=True)
 
 
 def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
@@ -581,8 +611,9 @@ def ui(
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     typer.echo(f"MLflow UI for {store.tracking_uri} at {url}  (Ctrl-C stops it)")
-    for name, runs, charts in tracking.sweep_links(store, url):
-        typer.echo(f"  sweep {name}: runs {runs}\n{' ' * (9 + len(name))}charts {charts}")
+    for links in tracking.sweep_links(store, url):
+        typer.echo(f"  sweep {links.name}:\n    trials   {links.trials}\n    charts   {links.charts}\n"
+                   f"    summary  {links.summary}")
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
 
 

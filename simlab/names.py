@@ -183,6 +183,11 @@ METRICS_TABLE_TAG = "simlab.metrics_table"
 """On a trial's run: the artifact path of its metric-history export (``simlab.tracking.METRICS_TABLE``)."""
 KIND_TAG = "mlflow.experimentKind"
 """MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
+RUN_COLOR_TAG = "mlflow.runColor"
+"""The colour MLflow's UI draws a run in: a trial's is its variant's (``simlab.tracking.variant_colors``)."""
+SUMMARY = "summary/"
+"""On a parent run: the per-variant summary, a metric ``summary/<evaluation>/<variant>/<stat>`` per number
+and a tag ``summary/<evaluation>/<variant>`` that reads ``74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)``."""
 
 
 def config_tag(key: str) -> str:
@@ -192,7 +197,7 @@ def config_tag(key: str) -> str:
 
 TAGS = (ROLE_TAG, SWEEP_TAG, TRIAL_TAG, REASON_TAG, CELL_TAG, VARIANT_TAG, SEED_TAG, BASELINE_TAG, FAILURE_TAG,
         SAMPLER_TAG, OBJECTIVE_TAG, STORAGE_TAG, GIT_COMMIT_TAG, VERSION_TAG, NOTE_TAG, PARENT_TAG, RUN_NAME_TAG,
-        METRICS_TABLE_TAG,
+        METRICS_TABLE_TAG, RUN_COLOR_TAG,
         *(config_tag(k) for k in CONFIG_TAG_KEYS))
 """Every run tag simlab writes."""
 

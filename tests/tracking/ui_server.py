@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simlab import tracking
 from tests.services import free_port, stop_group
@@ -59,3 +60,55 @@ def simlab_ui(tracking_uri: str, env: Mapping[str, str] | None = None) -> Iterat
             yield server
         finally:
             stop_group(proc)
+
+
+# --- a browser on the printed links ---
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium: Playwright drives it, never downloads one."""
+ASSISTANT_CLOSE = "[data-component-id='mlflow.assistant.chat_panel.close']"
+
+
+def open_view(browser: Any, url: str, width: int = 1600, height: int = 1000) -> Any:
+    """A fresh browser context (no state a user would not have) on ``url``; the page."""
+    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+    page.set_default_timeout(90_000)
+    page.goto(url)
+    return page
+
+
+def screenshot(page: Any, path: Path) -> Path:
+    """The page as shown, MLflow's assistant panel closed first (MLflow 3.17 opens it on a first visit
+    from localhost; a user closes it once): the view gets the width the panel took."""
+    close = page.locator(ASSISTANT_CLOSE)
+    if close.count():
+        close.first.click()
+        close.first.wait_for(state="detached")
+    page.wait_for_timeout(1500)  # the charts re-lay out to the freed width
+    page.screenshot(path=str(path))
+    return path
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.tracking.ui_server TRACKING_URI OUT``: the docs' screenshots of a sweep's trials
+    and charts links (``docs/img/``), from a store that holds one sweep (e.g. ``simlab sweep quick``'s)."""
+    from playwright.sync_api import sync_playwright
+
+    uri, out = argv[0], Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    with simlab_ui(uri) as ui, sync_playwright() as pw:
+        links = ui.links()
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+        ready = {"trials": "a[href*='/runs/']", "charts": ".js-plotly-plot .barlayer path",
+                 "summary": "[col-id^='tags.`summary/']"}
+        for name, height in (("trials", 620), ("charts", 2400), ("summary", 420)):
+            page = open_view(browser, links[name], height=height)
+            page.locator(ready[name]).last.wait_for(state="attached")
+            page.wait_for_timeout(3000)  # the rest of the page's requests
+            print(screenshot(page, out / f"ui-{name}.png"))
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
