@@ -481,7 +481,8 @@ def report(
     except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
-    _summary_on_parent(made, tracking_uri)
+    if baseline is None:  # the parent's summary is the sweep's own report, against its own baseline
+        _summary_on_parent(made, tracking_uri)
     for why in made.skipped:
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""

@@ -530,6 +530,8 @@ def segment_histogram_images(table: pl.DataFrame, snapshots: int = 6) -> list[tu
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 """MLflow's tag prefix for a saved view of an experiment page; the rest of the key is the view's id."""
+VIEW_TAG_LIMIT = 20_000
+"""MLflow's limit on an experiment tag's value."""
 VIEW_TRIALS = "simlab-trials"
 VIEW_CHARTS = "simlab-charts"
 VIEW_SUMMARY = "simlab-summary"
@@ -662,8 +664,8 @@ def charts_view(contents: SweepContents) -> dict[str, Any]:
     cards: list[dict[str, Any]] = []
     sections = []
     for section, title, charts in CHART_SECTIONS:
-        picked = [_card(kind, section, key, len(cards) + i) for i, (kind, key) in
-                  enumerate(_expand(charts, contents)) if key in contents.metrics]
+        present = [(kind, key) for kind, key in _expand(charts, contents) if key in contents.metrics]
+        picked = [_card(kind, section, key, len(cards) + i) for i, (kind, key) in enumerate(present)]
         if picked:
             cards += picked
             sections.append({"uuid": section, "name": title, "display": True, "isReordered": True, "columns": 2})
@@ -721,9 +723,19 @@ def write_views(client: MlflowClient, experiment_id: str) -> bool:
         client.set_tag(run_id, RUN_COLOR_TAG, color)
     created = int(time.time() * 1000)
     for view, state in built.items():
-        envelope = {"name": VIEW_NAMES[view], "createdAt": created, "state": json.dumps(state, separators=(",", ":"))}
-        client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view, json.dumps(envelope, separators=(",", ":")))
+        value = _envelope(VIEW_NAMES[view], created, state)
+        if len(value) > VIEW_TAG_LIMIT:  # a sweep with very many metric families: drop the folded sections
+            value = _envelope(VIEW_NAMES[view], created, {**state, "compareRunSections": [
+                s for s in state.get("compareRunSections", []) if s["display"]]})
+        client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view, value)
     return True
+
+
+def _envelope(name: str, created: int, state: Mapping[str, Any]) -> str:
+    """A saved view as MLflow stores it: name and creation time in the clear, the state as JSON text."""
+    compact = (",", ":")
+    return json.dumps({"name": name, "createdAt": created, "state": json.dumps(state, separators=compact)},
+                      separators=compact)
 
 
 @dataclass(frozen=True)
