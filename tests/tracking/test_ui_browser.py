@@ -2,7 +2,7 @@
 trainer, `simlab ui` started as a process, and the links it prints opened with no click.
 
 - the trials link shows one row per trial, with the swept param, the seed and the objective as columns;
-- the charts link shows the trials grouped by variant, with an eval-success chart and a segment-count chart;
+- the charts link shows the trials, each variant in one colour, with an eval-success and a segment-count chart;
 - the summary link shows the parent run alone, its per-variant summary as columns.
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright's Python package; no browser is
@@ -96,9 +96,10 @@ def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
         assert float(objective) == pytest.approx(trials[0].data.metrics[names.EVAL_COMPACTED_SUCCESS], abs=1e-3)
         screenshot(page, tmp_path / "ui-trials.png")
 
-        # the charts: grouped by variant, an eval-success chart and a segment-count chart, drawn
+        # the charts: every trial listed beside them, an eval-success chart and a segment-count chart, drawn
         page = open_view(browser, links["charts"], height=2400)
-        page.get_by_text("Group: steps=1").wait_for()
+        for run in trials:
+            page.locator(f"a[href$='/runs/{run.info.run_id}']").wait_for()
         counts = sorted(k for k in trials[0].data.metrics if k.startswith(names.health(names.SEG_COUNT)))
         assert counts, sorted(trials[0].data.metrics)
         for title in (names.EVAL_COMPACTED_SUCCESS, counts[0]):
