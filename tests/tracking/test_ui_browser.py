@@ -19,38 +19,11 @@ import pytest
 
 from simlab import names, tracking
 from simlab.sweep import parse_spec
-from tests.stores import Stores, run_cli, write_spec
+from tests.stores import TINY, Stores, run_cli, write_spec
 from tests.tracking.ui_server import CHROMIUM, open_view, screenshot, simlab_ui
 
-SPEC = """
-name = "ui-sweep"
-seeds = [0, 1]
-baseline = "steps=1"
-[base]
-preset = "keyrecall-tiny"
-recipe = "supo"
-[base.overrides]
-task.num_facts = 3
-task.horizon = [8, 10]
-task.vocab_size = 32
-harness.window = 40
-harness.summary_tokens = 4
-harness.max_compactions = 6
-policy.n_layer = 1
-policy.d_model = 32
-policy.n_head = 2
-base.steps = 2
-base.episodes = 8
-train.prompts = 2
-train.group_size = 4
-train.minibatch_segments = 16
-eval.every = 1
-eval.episodes = 8
-[space]
-train.steps = [1, 2]
-[objective]
-metric = "eval/compacted/success"
-"""
+SPEC = 'name = "ui-sweep"\nseeds = [0, 1]\nbaseline = "steps=1"\n[space]\ntrain.steps = [1, 2]\n' + TINY.replace(
+    "train.steps = 2\n", "")
 CARD = "[data-testid=experiment-view-compare-runs-card]"
 
 
