@@ -471,7 +471,11 @@ def report(
     if not (math.isfinite(effect) and effect > 0):
         raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
     try:
-        _check_experiment(experiment, tracking_uri)  # before MLflow and the analysis layer are imported
+        if out is not None:
+            from simlab.analysis.tables import check_output_dir
+
+            check_output_dir(out)  # the options first, as `simlab audit`
+        _check_experiment(experiment, tracking_uri)  # before MLflow and the report's own imports
         from simlab.analysis.report import build_report
 
         made = build_report(
