@@ -73,7 +73,9 @@ def main() -> None:
     if backend.prepare is not None:  # the cached base checkpoints: shared, never part of a trial
         t0 = time.perf_counter()
         backend.prepare(
-            [backend.build(s, spec.seeds[0]) for s in probe_settings(spec)], tracking.repo_root() / "mlruns"
+            [backend.build(s, seed) for seed in spec.seeds for s in probe_settings(spec)],
+            tracking.repo_root() / "mlruns",
+            2,
         )
         print(f"base checkpoints ready in {time.perf_counter() - t0:.1f} s")
     print(

@@ -391,25 +391,31 @@ def report(
         bool, typer.Option("--against-published", help="Add the published ablation deltas for the same choices.")
     ] = False,
     effect: Annotated[
-        float, typer.Option("--effect", help="Effect size in points for the seeds-needed column of ties.")
+        float, typer.Option("--effect", help="Equivalence margin and effect size in points: a tie is decided by "
+                                             "a TOST within +-EFFECT, and undecided rows give the seeds it needs.")
     ] = 5.0,
+    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level (the TOST: one-sided).")] = 0.05,
+    power: Annotated[float, typer.Option("--power", help="Power at which detectable effects and seeds are stated.")] = 0.8,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", help="Compacted success (points) whose first RL step the speed table gives."),
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<home>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
+    """Every variant's mean and SE over seeds and instances, its difference from a baseline, power, figures."""
     from simlab.analysis.report import build_report
 
-    if not (math.isfinite(effect) and effect > 0):
-        raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
     try:
+        levels = report_levels(effect, alpha, power, threshold)
         made = build_report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
-            effect=effect,
+            levels=levels, threshold=threshold,
         )
-    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
     for why in made.skipped:
@@ -418,11 +424,28 @@ def report(
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
 
 
+def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
+    """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
+    from simlab.analysis.power import check_levels
+    from simlab.analysis.report import Levels
+
+    if not (math.isfinite(effect) and effect > 0):
+        raise ConfigError.invalid("--effect", effect, "choose an effect size > 0 points")
+    if threshold is not None and not (math.isfinite(threshold) and 0 <= threshold <= 100):
+        raise ConfigError.invalid("--threshold", threshold, "choose a success level in [0, 100] points")
+    check_levels(alpha, power)
+    return Levels(effect=effect, alpha=alpha, power=power)
+
+
 @app.command()
 def findings(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON records.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the full Markdown table (mechanisms, what seeds varied).")
+    ] = False,
     export: Annotated[
-        bool, typer.Option("--export", help="Write each finished sweep's per-run table to analysis/findings/.")
+        bool, typer.Option("--export", help="Write each finished sweep's per-run table, histories and per-episode "
+                                            "outcomes to analysis/findings/.")
     ] = False,
     source: Annotated[
         str, typer.Option("--source", help="Where runs come from: auto (the store, else the exports), store, exports.")
@@ -430,28 +453,37 @@ def findings(
     specs: Annotated[
         Path | None, typer.Option("--specs", help="Folder of findings specs (default: sweeps/findings).")
     ] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level (the TOST: one-sided).")] = 0.05,
+    power: Annotated[float, typer.Option("--power", help="Power at which detectable effects and seeds are stated.")] = 0.8,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<repo>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Each published credit-assignment finding beside simlab's paired difference, control and verdict."""
+    """Each published finding beside simlab's difference, its control and a verdict (a compact table)."""
     from simlab.analysis import findings as fd
+    from simlab.analysis import findings_text
+    from simlab.analysis.power import check_levels
 
-    if source not in ("auto", "store", "exports"):
-        raise fail(f"`--source={source!r}` is invalid; choose one of 'auto', 'store', 'exports'")
-    if specs is not None and not specs.is_dir():
-        raise fail(f"`--specs={str(specs)!r}` is invalid; choose an existing folder of findings specs")
     try:
+        if source not in ("auto", "store", "exports"):
+            raise ConfigError.invalid("--source", source, "choose one of 'auto', 'store', 'exports'")
+        if specs is not None and not specs.is_dir():
+            raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
+        check_levels(alpha, power)
         rows = fd.load_rows(specs or fd.SPEC_DIR)
         if export:
             for path in fd.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
-        found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
-    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri
+        found = fd.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
+                          levels=fd.Levels(alpha, power))
+    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
-    typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
+    if json_out:
+        typer.echo(json.dumps(_json_safe(found.rows), indent=2))
+    else:
+        typer.echo(findings_text.to_markdown(found) if markdown else findings_text.to_compact(found))
 
 
 @app.command()
