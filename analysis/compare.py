@@ -19,6 +19,7 @@ import polars as pl
 
 from simlab.analysis import levels, power
 from simlab.analysis.levels import Estimate
+from simlab.analysis.power import Tost
 
 PAIRED_MIN_SEEDS = 3
 """Fewest shared seeds for a paired difference: with two, its spread rests on one degree of freedom."""
@@ -91,7 +92,7 @@ class Judgement:
     power: float
     margin: float | None
     """The equivalence margin of the TOST (half the published delta, or the report's ``--effect``)."""
-    tost: power.Tost | None
+    tost: Tost | None
 
     @property
     def sigma(self) -> float:

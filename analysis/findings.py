@@ -37,7 +37,7 @@ from simlab import names
 from simlab.analysis import compare, outcomes, power, stats
 from simlab.analysis.compare import Arm, Judgement
 from simlab.analysis.findings_data import EXPORT_DIR, REDUCES, SpecData, column, live_data, read_export, write_export
-from simlab.errors import FindingsError
+from simlab.errors import ConfigError, FindingsError
 
 
 def _spec_dir() -> Path:
@@ -316,8 +316,11 @@ def per_seed(row: FindingRow, data: SpecData, arm: str) -> dict[int, float]:
     else:
         if data.history is None:
             return {}
-        got = outcomes.run_outcomes(data.history, row.metric, row.statistic,  # type: ignore[arg-type]
-                                    threshold=row.threshold, scale=scale(row.metric))
+        try:
+            got = outcomes.run_outcomes(data.history, row.metric, row.statistic,  # type: ignore[arg-type]
+                                        threshold=row.threshold, scale=scale(row.metric))
+        except ConfigError as exc:  # an area asked of a run with one evaluation: the row's choice is named
+            raise FindingsError(f"{row.spec_path.name}: {exc.under(f'findings.{row.id}')}") from None
         values = runs.select("run_id", "seed").join(got, on="run_id").select("seed", "value")
     means = values.drop_nulls("value").group_by("seed").agg(pl.col("value").mean())
     # a CSV round trip perturbs the last bits; arms that computed the same thing must stay identical
@@ -435,6 +438,11 @@ def mechanism_values(row: FindingRow, data: SpecData) -> list[dict[str, Any]]:
     return out
 
 
+def finite(x: float | None) -> float | None:
+    """``x``, or ``None`` for a missing, NaN or infinite value (JSON has no NaN)."""
+    return None if x is None or not math.isfinite(x) else x
+
+
 def _fields(prefix: str, j: Judgement | None) -> dict[str, Any]:
     """A judged difference as flat record fields (``control_`` for the control's)."""
     if j is None:
@@ -442,7 +450,6 @@ def _fields(prefix: str, j: Judgement | None) -> dict[str, Any]:
                                                 "mde", "tost_p", "decided", "seeds_to_decide")} | {f"{prefix}seeds": 0}
     e = j.estimate
     low, high = j.interval()
-    finite = lambda x: None if x is None or not math.isfinite(x) else x  # noqa: E731
     return {
         f"{prefix}difference": e.mean, f"{prefix}se": e.se, f"{prefix}sigma": finite(j.sigma),
         f"{prefix}df": finite(e.df), f"{prefix}seeds": e.seeds, f"{prefix}ci_low": finite(low),

@@ -135,16 +135,19 @@ def read_export(experiment: str, folder: Path = EXPORT_DIR) -> SpecData | None:
 def write_export(experiment: str, data: SpecData, folder: Path = EXPORT_DIR) -> list[Path]:
     """Write a sweep's exports (CSV, zstd parquet), each all-or-nothing."""
     paths = export_paths(experiment, folder)
-    written = [_replace(paths["runs"], lambda p: data.runs.sort("variant", "seed").write_csv(p))]
+    written = [_replace(paths["runs"], data.runs.sort("variant", "seed"))]
     for name, frame in (("history", data.history), ("episodes", data.episodes)):
         if frame is not None and frame.height:
-            written.append(_replace(paths[name], lambda p, f=frame: f.write_parquet(p, compression="zstd",
-                                                                                      compression_level=19)))
+            written.append(_replace(paths[name], frame))
     return written
 
 
-def _replace(path: Path, write: Callable[[Path], object]) -> Path:
+def _replace(path: Path, frame: pl.DataFrame) -> Path:
+    """Write ``frame`` to ``path`` (CSV or zstd parquet, by suffix) through a temporary name."""
     tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
+    if path.suffix == ".csv":
+        frame.write_csv(tmp)
+    else:
+        frame.write_parquet(tmp, compression="zstd", compression_level=19)
     tmp.replace(path)
     return path

@@ -37,16 +37,20 @@ def diff_text(r: dict[str, Any], prefix: str = "", full: bool = False) -> str:
 
 
 def short_verdict(r: dict[str, Any]) -> str:
-    """The verdict with the one figure that supports it: the TOST's p, or the seeds that would decide."""
-    v = r["verdict"]
+    """The verdict with the one figure that supports it: the TOST's p, or what would decide it."""
+    v = str(r["verdict"])
     if v == "tie" and r["tost_p"] is not None:
         return f"tie (TOST p {r['tost_p']:.3f})"
-    if v == "undecided":
-        main = r["sigma"] is None or abs(r["sigma"]) < 2
-        need = r["seeds_to_decide"] if main else r["control_seeds_to_decide"]
-        count = f"{need} seeds" if need else "seeds alone cannot"
-        return f"undecided ({'' if main else 'control: '}{count})"
-    return v
+    if v != "undecided":
+        return v
+    if "control is vacuous" in r["reason"]:
+        return "undecided (vacuous control)"
+    if r["margin"] is None:
+        return "undecided (no published delta)"
+    main = r["sigma"] is None or abs(r["sigma"]) < 2
+    need = r["seeds_to_decide"] if main else r["control_seeds_to_decide"]
+    count = f"{need} seeds" if need else "shared held-out set"
+    return f"undecided ({'' if main else 'control: '}{count})"
 
 
 def _mech(r: dict[str, Any]) -> str:
@@ -56,7 +60,7 @@ def _mech(r: dict[str, Any]) -> str:
 
 def to_compact(found: Findings) -> str:
     """A table of at most :data:`WIDTH` columns, then one wrapped line per row saying what it is."""
-    headers = ["#", "Kind", "Published", "simlab: treatment - baseline", "Control", "Verdict"]
+    headers = ["#", "Kind", "Pub.", "Treatment - baseline", "Control", "Verdict"]
     rows = [[r["id"], KIND.get(r["kind"], r["kind"]), _num(r["published"], "+.1f"), diff_text(r),
              diff_text(r, "control_"), short_verdict(r)] for r in found.rows]
     lines = [markdown_table(headers, rows)]

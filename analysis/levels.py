@@ -80,6 +80,8 @@ class Estimate:
 
 
 EPISODE_COLUMNS = ("seed", "instance", "value")
+IDENTICAL_SEEDS = 3
+"""Seeds in which two arms' rates must all agree before :func:`paired_from_rates` calls them identical."""
 
 
 def from_episodes(frame: pl.DataFrame) -> Estimate:
@@ -161,16 +163,21 @@ def paired_from_rates(treatment: npt.ArrayLike, baseline: npt.ArrayLike, episode
                       scale: float = 100.0) -> Estimate:
     """A paired difference of per-seed rates (fractions) without per-episode outcomes.
 
-    Own held-out sets: the per-seed differences' spread (which holds the instance sampling). One shared
+    Own held-out sets: the per-seed differences' spread (which holds the instance sampling), floored at the
+    variance the smallest possible disagreement between the arms gives. One shared
     set: that spread plus the bound (q - D^2) / m on the instance term, q = min(p_t + p_b, 2 - p_t - p_b);
-    two arms with the same rate in every seed (an arm against itself) are taken as identical, SE 0.
+    two arms with the same rate in each of at least :data:`IDENTICAL_SEEDS` seeds are taken as the same
+    computation (an arm against itself, a setting that changed nothing), SE 0: a heuristic the rates alone
+    allow, which per-episode outcomes make unnecessary.
     """
     t, b = np.asarray(treatment, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
     d = from_seeds(scale * (t - b))
     spread = 0.0 if math.isnan(d.se) else d.se**2
-    if not shared:
-        return Estimate(d.mean, math.sqrt(spread), d.df, d.seeds, episodes, "rates")
-    if np.array_equal(t, b):  # the same rate in every seed on one shared set: taken as the same episodes
+    if not shared:  # floored at the fewest disagreements the rates allow: |D| of the episodes, (|D| - D^2) / m
+        dd = abs(float((t - b).mean()))
+        floor = scale**2 * (dd - dd**2) / (episodes * t.size)
+        return Estimate(d.mean, math.sqrt(max(spread, floor)), d.df, d.seeds, episodes, "rates")
+    if t.size >= IDENTICAL_SEEDS and np.array_equal(t, b):  # the same rate in every seed: an arm against itself
         return Estimate(0.0, 0.0, d.df, d.seeds, episodes, "rates-bound")
     pt, pb = float(t.mean()), float(b.mean())
     q = min(pt + pb, 2 - pt - pb)

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from simlab.analysis import compare, outcomes, power, stats
-from simlab.analysis.audit import ablation_table, like_for_like_text
-from simlab.analysis.compare import Arm, Judgement
 from simlab import names
+from simlab.analysis import compare, outcomes, power, stats
+from simlab.analysis.audit import ablation_table
+from simlab.analysis.compare import Arm, Judgement
 from simlab.analysis.figures import FIGURES, mechanism_table, write_figures
 from simlab.analysis.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns, eval_health_keys, load_runs, shared_held_out
-from simlab.analysis.tables import check_output_dir, markdown_table, write_tables
+from simlab.analysis.tables import check_output_dir, write_tables
 from simlab.errors import ReportError
 
 ARTIFACT_PATH = "report"

@@ -70,22 +70,22 @@ HEADERS = ["Rank", "Variant", "H", "Seeds", "Mean ± SE", "95% CI", "IQM", "Diff
            "MDE", "Verdict", "Like-for-like"]
 
 
-def _row(r: dict[str, Any], unit: str) -> list[str]:
+def _row(r: dict[str, Any]) -> list[str]:
     own = [_num(r["rank"], "d"), r["variant"] + (" (baseline)" if r["variant"] == r["baseline"] else ""),
            _num(r["horizon"], "g"), _seeds(r), _pm(r["mean"], r["se"]), _interval(r["ci_low"], r["ci_high"]),
            _num(r["iqm"], ".1f")]
     if r["variant"] == r["baseline"]:
         return [*own, "-", "-", SE_FROM.get(r["design"] or "", "n/a"), "-", "baseline", "-"]
-    return [*own, _pm(r["difference"], r["se_difference"], "+.1f"), _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"),
-            SE_FROM.get(r["diff_design"] or "", "n/a"), _num(r["mde"], ".1f"), verdict_cell(r),
-            like_for_like_text(r["like_for_like"], r["horizon_ratio"])]
+    return [*own, _pm(r["difference"], r["se_difference"], "+.1f"),
+            _interval(r["diff_ci_low"], r["diff_ci_high"], "+.1f"), SE_FROM.get(r["diff_design"] or "", "n/a"),
+            _num(r["mde"], ".1f"), verdict_cell(r), like_for_like_text(r["like_for_like"], r["horizon_ratio"])]
 
 
 def variant_section(rows: pl.DataFrame, title: str, unit: str) -> str:
     """One evaluation and statistic: its ranked variant rows and the table's legend."""
     ranked = rows.sort("rank", nulls_last=True, maintain_order=True)
     r0 = ranked.row(0, named=True)
-    body = markdown_table(HEADERS, [_row(r, unit) for r in ranked.iter_rows(named=True)])
+    body = markdown_table(HEADERS, [_row(r) for r in ranked.iter_rows(named=True)])
     legend = (f"Mean ± SE and Diff ± SE in {unit}, over seeds and held-out instances; CIs are t intervals of the "
               f"same estimates; MDE at α = {r0['alpha']:g}, {r0['power']:.0%} power; ties by a 90% TOST within "
               f"±{r0['effect']:g}; H = L x (S+1).")

@@ -32,6 +32,10 @@ def _root() -> None:
     """simlab: segmented rollouts, every published credit-assignment choice, sweeps and analysis."""
 
 
+Alpha = Annotated[float, typer.Option("--alpha", help="Two-sided significance level (each TOST test: one-sided).")]
+Power = Annotated[float, typer.Option("--power", help="Power at which detectable effects and seed counts are stated.")]
+
+
 def fail(message: str | Exception) -> typer.Exit:
     """Print a bad-input message (one line) and return the exit-2 exception to raise."""
     typer.echo(f"error: {' '.join(str(message).split())}", err=True)
@@ -394,8 +398,8 @@ def report(
         float, typer.Option("--effect", help="Equivalence margin and effect size in points: a tie is decided by "
                                              "a TOST within +-EFFECT, and undecided rows give the seeds it needs.")
     ] = 5.0,
-    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level (the TOST: one-sided).")] = 0.05,
-    power: Annotated[float, typer.Option("--power", help="Power at which detectable effects and seeds are stated.")] = 0.8,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", help="Compacted success (points) whose first RL step the speed table gives."),
@@ -453,8 +457,8 @@ def findings(
     specs: Annotated[
         Path | None, typer.Option("--specs", help="Folder of findings specs (default: sweeps/findings).")
     ] = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level (the TOST: one-sided).")] = 0.05,
-    power: Annotated[float, typer.Option("--power", help="Power at which detectable effects and seeds are stated.")] = 0.8,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
