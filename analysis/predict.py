@@ -103,10 +103,10 @@ def expected_gradient(model: RouteModel, choice: Choice, policy: dict[str, float
     rng = np.random.default_rng(seed)
     total = np.zeros(len(pi))
     n = prompts * group_size
-    groups = np.repeat(np.arange(prompts), group_size)
+    groups = np.repeat(np.arange(prompts), group_size).tolist()
     for _ in range(batches):
         segments, route, reward, finished = _draw(model, pi, n, rng)
-        batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups.tolist(), finished=finished.tolist())
+        batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups, finished=finished.tolist())
         adv = credit.estimate(batch, choice.estimator, **choice.options).advantages
         weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask)
         first = batch.seg_position == 0
