@@ -294,3 +294,33 @@ def write_figures(sweep: SweepRuns, table: pl.DataFrame, folder: Path) -> tuple[
         written.append(forest)
     return written, skipped
 
+
+
+def dose_response_png(rows: list[dict[str, Any]], path: Path, *, title: str) -> Path | None:
+    """A findings campaign's effect against its dose: treatment - baseline with its 95% interval at each
+    dose (``dose`` of the findings rows), the control's difference at its dose as a hollow marker, and 0."""
+    rows = [r for r in rows if r.get("dose") is not None and r.get("difference") is not None]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    x = np.array([float(r["dose"]) for r in rows])
+    d = np.array([r["difference"] for r in rows])
+    low = np.array([r["ci_low"] if r["ci_low"] is not None else r["difference"] for r in rows])
+    high = np.array([r["ci_high"] if r["ci_high"] is not None else r["difference"] for r in rows])
+    ax.errorbar(x, d, yerr=[d - low, high - d], fmt="o-", capsize=4, label="treatment - baseline, 95% interval")
+    control = [r for r in rows if r.get("control_dose") is not None and r.get("control_difference") is not None]
+    if control:
+        c = control[0]
+        ax.errorbar([float(c["control_dose"])], [c["control_difference"]],
+                    yerr=[[c["control_difference"] - (c["control_ci_low"] or c["control_difference"])],
+                          [(c["control_ci_high"] or c["control_difference"]) - c["control_difference"]]],
+                    fmt="s", mfc="none", capsize=4, label="control (mechanism absent)")
+    if rows[0].get("published") is not None:
+        ax.axhline(float(rows[0]["published"]), color="tab:red", ls="--", lw=0.8, label="published delta")
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xlabel(str(rows[0].get("dose_label") or "dose"))
+    ax.set_ylabel(f"difference ({rows[0].get('unit', 'points')})")
+    ax.set_title(title, fontsize="small")
+    ax.grid(alpha=0.3)
+    _legend(ax, fontsize="x-small")
+    return _save(fig, path)

@@ -59,7 +59,7 @@ ROUND = 9
 """Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
 ROW_KEYS = (
     "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "threshold", "margin",
-    "kind", "mechanism", "note", "control_expect", "control_vacuous", *ARMS,
+    "kind", "mechanism", "note", "control_expect", "control_vacuous", "dose", "dose_label", "control_dose", *ARMS,
 )
 Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided", "control moved",
                   "not run"]
@@ -113,6 +113,13 @@ class FindingRow:
     control_vacuous: str = ""
     """Why the control cannot show the mechanism absent (a control that learned nothing controls nothing);
     such a row is never reproduced."""
+    dose: float | None = None
+    """Where the row sits on its campaign's dose axis (the coupling, G, K, the overlong rate): the rows of
+    one spec with a dose form a dose-response curve."""
+    dose_label: str = ""
+    """The dose axis, e.g. "coupling c"."""
+    control_dose: float | None = None
+    """The dose at which the mechanism is absent (the control's)."""
 
     @property
     def sign(self) -> float | None:
@@ -210,6 +217,8 @@ def _parse_row(path: Path, spec: str, where: str, row: Mapping[str, Any]) -> Fin
         kind=_choice(path, f"{where}.kind", row.get("kind", "credit finding"), KINDS), note=str(row.get("note", "")),
         control_expect=_choice(path, f"{where}.control_expect", row.get("control_expect", "tie"), CONTROL_EXPECTS),
         control_vacuous=str(row.get("control_vacuous", "")),
+        dose=_number(path, f"{where}.dose", row.get("dose")), dose_label=str(row.get("dose_label", "")),
+        control_dose=_number(path, f"{where}.control_dose", row.get("control_dose")),
         mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
     )
 
@@ -466,7 +475,9 @@ def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Le
     base = {"id": row.id, "kind": row.kind, "finding": row.finding, "spec": row.spec, "published": row.published,
             "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source, "note": row.note,
             "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
-            "alpha": levels.alpha, "power": levels.power}
+            "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
+            "control_dose": row.control_dose, "unit": "steps" if row.statistic == "steps_to" else (
+                "points" if scale(row.metric) == stats.POINTS else "metric units")}
     if data is None or data.runs.height == 0:
         return base | _fields("", None) | _fields("control_", None) | {
             "verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
@@ -511,6 +522,20 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
         frames[spec] = (data, where)
     out = [evaluate_row(r, *frames[r.spec], levels=levels) for r in rows]
     return Findings(out, {spec: where for spec, (_, where) in frames.items()})
+
+
+def dose_figures(found: Findings, folder: Path) -> list[Path]:
+    """One dose-response figure per spec whose rows carry a dose: ``<folder>/<spec>-dose.png``."""
+    from simlab.analysis.figures import dose_response_png
+
+    written = []
+    for spec in dict.fromkeys(r["spec"] for r in found.rows):
+        rows = sorted((r for r in found.rows if r["spec"] == spec and r["dose"] is not None), key=lambda r: r["dose"])
+        path = dose_response_png(rows, folder / f"{spec}-dose.png", title=f"{spec}: {rows[0]['finding']}"
+                                 if rows else spec)
+        if path is not None:
+            written.append(path)
+    return written
 
 
 def export(rows: list[FindingRow], *, tracking_uri: str | None = None, folder: Path = EXPORT_DIR) -> list[Path]:

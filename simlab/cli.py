@@ -459,6 +459,9 @@ def findings(
     ] = None,
     alpha: Alpha = 0.05,
     power: Power = 0.8,
+    figures: Annotated[
+        Path | None, typer.Option("--figures", help="Existing folder for one dose-response figure per campaign.")
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
@@ -469,6 +472,7 @@ def findings(
     from simlab.analysis import findings as fd
     from simlab.analysis import findings_text
     from simlab.analysis.power import check_levels
+    from simlab.analysis.tables import check_output_dir
 
     try:
         if source not in ("auto", "store", "exports"):
@@ -476,6 +480,8 @@ def findings(
         if specs is not None and not specs.is_dir():
             raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
         check_levels(alpha, power)
+        if figures is not None:
+            check_output_dir(figures)
         rows = fd.load_rows(specs or fd.SPEC_DIR)
         if export:
             for path in fd.export(rows, tracking_uri=tracking_uri):
@@ -484,6 +490,8 @@ def findings(
                           levels=fd.Levels(alpha, power))
     except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
+    for path in fd.dose_figures(found, figures) if figures is not None else []:
+        typer.echo(f"figure {path}", err=True)
     if json_out:
         typer.echo(json.dumps(_json_safe(found.rows), indent=2))
     else:

@@ -274,3 +274,19 @@ def test_a_bad_statistic_or_threshold_names_the_key(tmp_path):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "median"'))
     with pytest.raises(fd.FindingsError, match="threshold=None` is invalid; steps_to needs"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "steps_to"'))
+
+
+def test_dose_rows_draw_a_dose_response_figure(tmp_path):
+    rows = []
+    for dose, shift in ((0.25, 0.0), (0.5, 0.03), (1.0, 0.08)):
+        text = ROW.replace('id = "9"', f'id = "9"\ndose = {dose}\ndose_label = "coupling c"\ncontrol_dose = 0.0')
+        f = frame({TG: [0.50 - shift, 0.49 - shift, 0.51 - shift], RG: [0.50, 0.50, 0.51],
+                   CTG: [0.5] * 3, CRG: [0.5] * 3})
+        rows.append(fd.evaluate_row(row(tmp_path, text), f, "store"))
+    assert [r["dose"] for r in rows] == [0.25, 0.5, 1.0] and rows[0]["dose_label"] == "coupling c"
+    out = tmp_path / "figs"
+    out.mkdir()
+    paths = fd.dose_figures(fd.Findings(rows, {}), out)
+    assert [p.name for p in paths] == ["toy-finding-dose.png"] and paths[0].stat().st_size > 5000
+    with pytest.raises(fd.FindingsError, match="dose='high'"):
+        row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ndose = "high"'))
