@@ -10,6 +10,11 @@ on the route logits:
 
     g_a = E[ sum_i w_i A_i (1{route_i = a} - pi_a) ]        (softmax policy over routes, pi)
 
+A GAE estimator reads a critic; the model's critic values every token at the policy's mean reward, so the
+estimators differ only in how far the terminal reward's credit travels back to the decision: (gamma
+lambda)^(tokens after it) over the whole rollout (``gae_concat``, and ``gae_compaction``'s reward term),
+(gamma lambda)^(tokens after it in its own segment) for ``gae_segment_local``.
+
 Its sign says where the policy goes (a normaliser whose g_READ is negative drives the policy to PEEK even
 when READ pays more: a flip that survives convergence, so it shows in final success); a ratio of
 magnitudes between two choices that agree in sign says how much faster one learns (a speed effect, seen
@@ -104,9 +109,14 @@ def expected_gradient(model: RouteModel, choice: Choice, policy: dict[str, float
     total = np.zeros(len(pi))
     n = prompts * group_size
     groups = np.repeat(np.arange(prompts), group_size).tolist()
+    critic = credit.estimator_family(choice.estimator) == "gae"
+    v0 = float(sum(p * model.mean_success(r) for p, r in zip(pi, model.names, strict=True)))
     for _ in range(batches):
         segments, route, reward, finished = _draw(model, pi, n, rng)
-        batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups, finished=finished.tolist())
+        # a GAE estimator reads a critic: here one that knows the policy's mean reward and nothing else
+        values = [[np.full(t, v0) for t in segs] for segs in segments] if critic else None
+        batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups, finished=finished.tolist(),
+                                           values=values)
         adv = credit.estimate(batch, choice.estimator, **choice.options).advantages
         weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask)
         first = batch.seg_position == 0
