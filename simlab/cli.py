@@ -76,6 +76,10 @@ def _root() -> None:
     """simlab: segmented rollouts, every published credit-assignment choice, sweeps and analysis."""
 
 
+Alpha = Annotated[float, typer.Option("--alpha", help="Two-sided significance level (each TOST test: one-sided).")]
+Power = Annotated[float, typer.Option("--power", help="Power at which detectable effects and seed counts are stated.")]
+
+
 def fail(message: str | Exception) -> typer.Exit:
     """Print a bad-input message (one line) and return the exit-2 exception to raise."""
     typer.echo(f"error: {' '.join(str(message).split())}", err=True)
@@ -459,30 +463,36 @@ def report(
         bool, typer.Option("--against-published", help="Add the published ablation deltas for the same choices.")
     ] = False,
     effect: Annotated[
-        float, typer.Option("--effect", help="Effect size in points for the seeds-needed column of ties.")
+        float, typer.Option("--effect", help="Equivalence margin and effect size in points: a tie is decided by "
+                                             "a TOST within +-EFFECT, and undecided rows give the seeds it needs.")
     ] = 5.0,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", help="Compacted success (points) whose first RL step the speed table gives."),
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<home>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
-    if not (math.isfinite(effect) and effect > 0):
-        raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
+    """Every variant's mean and SE over seeds and instances, its difference from a baseline, power, figures."""
     try:
         if out is not None:
             from simlab.analysis.tables import check_output_dir
 
             check_output_dir(out)  # the options first, as `simlab audit`
-        _check_experiment(experiment, tracking_uri)  # before MLflow and the report's own imports
+        _check_experiment(experiment, tracking_uri)  # before MLflow and the report's own imports (seconds)
+        levels = report_levels(effect, alpha, power, threshold)
         from simlab.analysis.report import build_report
 
         made = build_report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
-            effect=effect,
+            levels=levels, threshold=threshold,
         )
-    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
     if baseline is None:  # the parent's summary is the sweep's own report, against its own baseline
@@ -495,14 +505,17 @@ def report(
 
 def summary_rows(table: Any) -> list[dict[str, Any]]:
     """The per-variant numbers the sweep's parent run logs, from the report's variant table
-    (:func:`simlab.analysis.report.variant_table`; only these of its columns: evaluation, variant, baseline,
-    mean, se, difference, se_difference, sigma). The baseline has no difference from itself."""
+    (:func:`simlab.analysis.report.variant_table`; only these of its columns: evaluation, statistic, variant,
+    baseline, mean, se, difference, se_difference, sigma). The baseline has no difference from itself; a
+    statistic other than the final value is named after its evaluation (``compacted_auc``)."""
     rows = []
     for r in table.to_dicts():
         stats = {"mean": r.get("mean"), "se": r.get("se")}
         if r.get("variant") != r.get("baseline"):
             stats |= {"diff": r.get("difference"), "diff_se": r.get("se_difference"), "sigma": r.get("sigma")}
-        rows.append({"evaluation": r.get("evaluation"), "variant": r.get("variant"), "stats": stats})
+        statistic = r.get("statistic")
+        evaluation = r.get("evaluation") if statistic in (None, "final") else f"{r.get('evaluation')}_{statistic}"
+        rows.append({"evaluation": evaluation, "variant": r.get("variant"), "stats": stats})
     return rows
 
 
@@ -550,11 +563,28 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
                       "or run `simlab sweep` first", key="experiment", value=experiment, allowed=have)
 
 
+def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
+    """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
+    from simlab.analysis.power import check_levels
+    from simlab.analysis.report import Levels
+
+    if not (math.isfinite(effect) and effect > 0):
+        raise ConfigError.invalid("--effect", effect, "choose an effect size > 0 points")
+    if threshold is not None and not (math.isfinite(threshold) and 0 <= threshold <= 100):
+        raise ConfigError.invalid("--threshold", threshold, "choose a success level in [0, 100] points")
+    check_levels(alpha, power)
+    return Levels(effect=effect, alpha=alpha, power=power)
+
+
 @app.command()
 def findings(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON records.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the full Markdown table (mechanisms, what seeds varied).")
+    ] = False,
     export: Annotated[
-        bool, typer.Option("--export", help="Write each finished sweep's per-run table to analysis/findings/.")
+        bool, typer.Option("--export", help="Write each finished sweep's per-run table, histories and per-episode "
+                                            "outcomes to analysis/findings/.")
     ] = False,
     source: Annotated[
         str, typer.Option("--source", help="Where runs come from: auto (the store, else the exports), store, exports.")
@@ -562,28 +592,45 @@ def findings(
     specs: Annotated[
         Path | None, typer.Option("--specs", help="Folder of findings specs (default: sweeps/findings).")
     ] = None,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
+    figures: Annotated[
+        Path | None, typer.Option("--figures", help="Existing folder for one dose-response figure per campaign.")
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<repo>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Each published credit-assignment finding beside simlab's paired difference, control and verdict."""
+    """Each published finding beside simlab's difference, its control and a verdict (a compact table)."""
     from simlab.analysis import findings as fd
+    from simlab.analysis import findings_text
+    from simlab.analysis.power import check_levels
+    from simlab.analysis.tables import check_output_dir
 
-    if source not in ("auto", "store", "exports"):
-        raise fail(f"`--source={source!r}` is invalid; choose one of 'auto', 'store', 'exports'")
-    if specs is not None and not specs.is_dir():
-        raise fail(f"`--specs={str(specs)!r}` is invalid; choose an existing folder of findings specs")
     try:
+        if source not in ("auto", "store", "exports"):
+            raise ConfigError.invalid("--source", source, "choose one of 'auto', 'store', 'exports'")
+        if specs is not None and not specs.is_dir():
+            raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
+        check_levels(alpha, power)
+        if figures is not None:
+            check_output_dir(figures)
         rows = fd.load_rows(specs or fd.SPEC_DIR)
         if export:
             for path in fd.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
-        found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
-    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri
+        found = fd.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
+                          levels=fd.Levels(alpha, power))
+    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
-    typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
+    for path in fd.dose_figures(found, figures) if figures is not None else []:
+        typer.echo(f"figure {path}", err=True)
+    if json_out:
+        typer.echo(json.dumps(_json_safe(found.rows), indent=2))
+    else:
+        typer.echo(findings_text.to_markdown(found) if markdown else findings_text.to_compact(found))
 
 
 @app.command()

@@ -288,16 +288,39 @@ def history_table(
 
 
 def _read_export(client: MlflowClient, run_id: str, artifact_uri: str | None) -> pl.DataFrame:
-    """A run's metrics export: read in place when its artifacts are local files (the default store),
+    """A run's metrics export, as a history table."""
+    frame = _read_table(client, run_id, artifact_uri, METRICS_TABLE)
+    return frame.with_columns(pl.lit(run_id).alias("run_id")).select(list(HISTORY_SCHEMA)).cast(HISTORY_SCHEMA)
+
+
+def _read_table(client: MlflowClient, run_id: str, artifact_uri: str | None, artifact: str) -> pl.DataFrame:
+    """A parquet artifact of a run: read in place when its artifacts are local files (the default store),
     else downloaded through the client."""
     if artifact_uri and artifact_uri.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
-        frame = pl.read_parquet(Path(unquote(urlparse(artifact_uri).path)) / METRICS_TABLE)
-    else:
-        with tempfile.TemporaryDirectory(prefix="simlab-history-") as tmp:
-            frame = pl.read_parquet(client.download_artifacts(run_id, METRICS_TABLE, tmp))
-    return frame.with_columns(pl.lit(run_id).alias("run_id")).select(list(HISTORY_SCHEMA)).cast(HISTORY_SCHEMA)
+        return pl.read_parquet(Path(unquote(urlparse(artifact_uri).path)) / artifact)
+    with tempfile.TemporaryDirectory(prefix="simlab-table-") as tmp:
+        return pl.read_parquet(client.download_artifacts(run_id, artifact, tmp))
+
+
+def episodes_table(store: Store, runs: Sequence[Mapping[str, Any]]) -> pl.DataFrame | None:
+    """The per-episode outcomes (:data:`~simlab.names.EPISODES_TABLE`) of the ``runs`` that kept them, with a
+    run_id column; ``None`` when none did (runs logged before outcomes were kept)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = store.client()
+    kept = [r for r in runs if r["tags"].get(names.EPISODES_TABLE_TAG) == names.EPISODES_TABLE]
+    if not kept:
+        return None
+
+    def read(run: Mapping[str, Any]) -> pl.DataFrame:
+        frame = _read_table(client, run["run_id"], run.get("artifact_uri"), names.EPISODES_TABLE)
+        return frame.with_columns(pl.lit(run["run_id"]).alias("run_id"))
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        return pl.concat(list(pool.map(read, kept)))
 
 
 def log_artifacts(store: Store, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:

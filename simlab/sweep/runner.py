@@ -433,7 +433,8 @@ def _failure_kind(exc: BaseException) -> str:
     return "diverged" if names & {"TrainingDiverged", "FloatingPointError"} else "error"
 
 
-def _limit_threads() -> None:
+def limit_threads() -> None:
+    """One thread per worker process (trials and base builds run side by side)."""
     # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
     # set_num_threads one already imported; importing torch here would cost every worker seconds
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -470,7 +471,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     ``study``: reuse an open study (a worker running trial after trial) instead of opening one.
     """
     start = time.perf_counter()
-    _limit_threads()
+    limit_threads()
     study = study or open_study(ctx)
     trial = claim(study, ctx)
     if trial is None:
@@ -824,14 +825,16 @@ def open_sweep(
     return OpenSweep(spec, study, study_store, store, client, root, ctx, reconciled)
 
 
-def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None]) -> None:
-    """Build what the trials share (cached base checkpoints) in this process, before any trial."""
+def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int = 1) -> None:
+    """Build what the trials share (cached base checkpoints, one per seed when seeds vary the base model)
+    on up to ``workers`` processes, before any trial."""
     trial_backend = load_backend(sweep.ctx.backend)
     if trial_backend.prepare is None:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
-    cfgs = [trial_backend.build(settings, sweep.spec.seeds[0]) for settings in probe_settings(sweep.spec)]
-    trial_backend.prepare(cfgs, sweep.root / "mlruns")
+    points = probe_settings(sweep.spec)
+    cfgs = [trial_backend.build(settings, seed) for seed in sweep.spec.seeds for settings in points]
+    trial_backend.prepare(cfgs, sweep.root / "mlruns", workers)
 
 
 def drain(
@@ -893,7 +896,7 @@ def run_sweep(
     status, reason = "FINISHED", ""
     try:
         if todo:
-            prepare_shared(sweep, echo)
+            prepare_shared(sweep, echo, workers)
         _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
