@@ -1,22 +1,23 @@
-"""``simlab findings``: each published credit-assignment finding against simlab's controlled version of it.
+"""``simlab findings``: each published finding against simlab's controlled version of it.
 
 The findings are pre-registered in the sweep specs under ``sweeps/findings/``: besides the sweep itself,
-each spec carries ``[[findings]]`` rows that name the published delta, the outcome metric, and four arms
-as selectors over the sweep's variants (treatment, baseline, and the control's two), with the mechanism
-metrics to report beside the outcome. This module reads the finished sweeps, one row per finding:
+each spec carries ``[[findings]]`` rows that name the published delta, the outcome metric and its
+statistic (``final``, ``auc``, ``steps_to`` or ``slope``, chosen before the run), and four arms as
+selectors over the sweep's variants (treatment, baseline, and the control's two), with the mechanism
+metrics to report beside the outcome. This module reads the finished sweeps (:mod:`.findings_data`),
+one row per finding:
 
-- the difference treatment - baseline, paired by seed (:func:`simlab.analysis.stats.paired_difference`) when
-  the arms share at least three seeds, else from the two arms' own SEs;
-- the control's difference computed the same way;
+- the difference treatment - baseline and the control's difference, each paired by seed and held-out
+  instance where the runs kept per-episode outcomes, with an SE over seeds and instances
+  (:mod:`simlab.analysis.compare`);
 - the mechanism metrics, treatment against baseline (mean over seeds);
-- a verdict: *reproduced* (the published sign at >= 2 sigma, control a tie), *opposite* (the other sign
-  at >= 2 sigma, control a tie), *control moved* (the control differs at >= 2 sigma too), or *tie*
-  with its minimum detectable effect, *decided* when that is at most half the published delta.
+- a verdict at a stated alpha and power: *reproduced* (the published sign at >= 2 sigma, the control a tie
+  decided by TOST), *opposite* (the other sign, same conditions), *tie* (decided by a 90% TOST within the
+  margin, by default half the published delta), *control moved* (the control differs at >= 2 sigma),
+  *differs* (no published sign to compare), or *undecided*, with the seeds that would decide it.
 
-Runs come from the live MLflow store, or from the per-trial exports committed under
-``analysis/findings/`` (``simlab findings --export`` writes them), so the table survives the loss of
-``mlruns/``. Both give the same per-run table: one row per finished trial with its variant settings,
-its seed and, per metric, its final, first and mean value over the logged steps.
+A row whose spec holds the base model or the held-out set fixed across seeds says so: its statistics are
+conditional on them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,9 +34,10 @@ import numpy as np
 import polars as pl
 
 from simlab import names
-from simlab.analysis import stats
-from simlab.analysis.tables import markdown_table
-from simlab.errors import FindingsError
+from simlab.analysis import compare, outcomes, power, stats
+from simlab.analysis.compare import Arm, Judgement
+from simlab.analysis.findings_data import EXPORT_DIR, REDUCES, SpecData, column, live_data, read_export, write_export
+from simlab.errors import ConfigError, FindingsError
 
 
 def _spec_dir() -> Path:
@@ -47,19 +49,22 @@ def _spec_dir() -> Path:
 
 SPEC_DIR = _spec_dir()
 """Where the findings specs live: the checkout's ``sweeps/findings``, or ``simlab/specs/findings`` when installed."""
-EXPORT_DIR = Path(__file__).resolve().parent / "findings"
-"""Where the per-trial exports are committed."""
-REDUCES = ("final", "first", "mean")
-STATISTICS = ("final", "slope")
+STATISTICS = (*outcomes.STATISTICS, "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
-ROUND = 9
-"""Decimals an outcome is compared at (far below any difference a finding reports)."""
+KINDS = ("credit finding", "serving finding", "harness check")
+"""What a row is: a credit-assignment finding, a finding about serving a compaction-trained policy, or a
+check that holds by how the task or harness is built (counted as a check, never as a reproduced finding)."""
 CONTROL_EXPECTS = ("tie", "not-published-sign")
+ROUND = 9
+"""Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
 ROW_KEYS = (
-    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "mechanism", "note",
-    "control_expect", *ARMS,
+    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "threshold", "margin",
+    "kind", "mechanism", "note", "control_expect", "control_vacuous", "dose", "dose_label", "control_dose", *ARMS,
 )
-Verdict = Literal["reproduced", "opposite", "differs", "tie", "control moved", "not run"]
+Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided", "control moved",
+                  "not run"]
+"""``holds`` and ``fails`` are a harness check's ``reproduced`` and ``opposite``: a check is never counted as a
+reproduced finding."""
 
 
 # ------------------------------------------------------------------------------------------- specs
@@ -90,21 +95,44 @@ class FindingRow:
     direction: float | None = None
     """The sign to reproduce when no published delta is given (row 7's cost claim)."""
     statistic: str = "final"
-    """``final``: the metric's final value per run. ``slope``: per seed, the log-log slope of the metric
-    against ``x`` across the arm's runs (one per variant)."""
+    """``final``: the metric's last value per run; ``auc``: the normalised area under its curve; ``steps_to``:
+    the first step it reaches ``threshold``; ``slope``: per seed, the log-log slope of the metric against
+    ``x`` across the arm's runs (one per variant)."""
     x: str | None = None
+    threshold: float | None = None
+    """``steps_to``'s level, in the metric's reported unit (points for rates)."""
+    margin: float | None = None
+    """The TOST's equivalence margin; default half the published delta."""
+    kind: str = "credit finding"
     mechanism: tuple[Mechanism, ...] = field(default_factory=tuple)
     note: str = ""
     """What a reader must know beside the verdict (added after a run: say when and why)."""
     control_expect: str = "tie"
-    """``tie``: the control must not differ at 2 sigma. ``not-published-sign``: it must not differ in the
-    published direction at 2 sigma (for a finding whose control is expected to move the other way)."""
+    """``tie``: the control must be a tie. ``not-published-sign``: it must not differ in the published
+    direction at 2 sigma (for a finding whose control is expected to move the other way)."""
+    control_vacuous: str = ""
+    """Why the control cannot show the mechanism absent (a control that learned nothing controls nothing);
+    such a row is never reproduced."""
+    dose: float | None = None
+    """Where the row sits on its campaign's dose axis (the coupling, G, K, the overlong rate): the rows of
+    one spec with a dose form a dose-response curve."""
+    dose_label: str = ""
+    """The dose axis, e.g. "coupling c"."""
+    control_dose: float | None = None
+    """The dose at which the mechanism is absent (the control's)."""
 
     @property
     def sign(self) -> float | None:
         """The sign the finding must reproduce: the published delta's, else ``direction``'s; ``None`` if neither."""
         ref = self.published if self.published is not None else self.direction
         return None if ref is None or ref == 0 else math.copysign(1.0, ref)
+
+    @property
+    def equivalence_margin(self) -> float | None:
+        """The margin a tie is decided within: ``margin``, else half the published delta."""
+        if self.margin is not None:
+            return self.margin
+        return None if self.published is None else abs(self.published) / 2
 
     def metrics(self) -> set[str]:
         """Every metric the row reads: the outcome, the mechanism metrics and the slope's ``x``."""
@@ -118,11 +146,8 @@ def _bad(path: Path, key: str, value: Any, allowed: str) -> FindingsError:
 def _selector(path: Path, key: str, raw: Any) -> dict[str, tuple[str, ...]]:
     if not isinstance(raw, Mapping) or not raw:
         raise _bad(path, key, raw, "give a table of variant settings, e.g. { preset = \"peekread-neg\" }")
-    out = {}
-    for name, value in raw.items():
-        values = value if isinstance(value, list) else [value]
-        out[str(name)] = tuple(_text(v) for v in values)
-    return out
+    return {str(name): tuple(_text(v) for v in (value if isinstance(value, list) else [value]))
+            for name, value in raw.items()}
 
 
 def _text(value: Any) -> str:
@@ -144,10 +169,18 @@ def _mechanism(path: Path, where: str, raw: Any) -> tuple[Mechanism, ...]:
     return tuple(out)
 
 
-def _control_expect(path: Path, key: str, value: Any) -> str:
-    if value not in CONTROL_EXPECTS:
-        raise _bad(path, key, value, f"choose one of {CONTROL_EXPECTS}")
+def _choice(path: Path, key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise _bad(path, key, value, f"choose one of {allowed}")
     return str(value)
+
+
+def _number(path: Path, key: str, value: Any, positive: bool = False) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or (positive and not value > 0):
+        raise _bad(path, key, value, "give a number > 0" if positive else "give a number")
+    return float(value)
 
 
 def parse_rows(path: Path) -> list[FindingRow]:
@@ -156,36 +189,38 @@ def parse_rows(path: Path) -> list[FindingRow]:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise FindingsError(f"{path}: cannot read the spec ({exc})") from None
-    spec = str(raw.get("name", path.stem))
     rows = raw.get("findings", [])
     if not isinstance(rows, list):
         raise _bad(path, "findings", rows, "give an array of tables [[findings]]")
-    out = []
-    for i, row in enumerate(rows):
-        where = f"findings[{i}]"
-        unknown = sorted(set(row) - set(ROW_KEYS))
-        if unknown:
-            raise _bad(path, f"{where}.{unknown[0]}", row[unknown[0]], f"choose keys among {ROW_KEYS}")
-        for key in ("id", "finding", "metric"):
-            if not isinstance(row.get(key), str):
-                raise _bad(path, f"{where}.{key}", row.get(key), "give a string")
-        statistic = row.get("statistic", "final")
-        if statistic not in STATISTICS:
-            raise _bad(path, f"{where}.statistic", statistic, f"choose one of {STATISTICS}")
-        if statistic == "slope" and not isinstance(row.get("x"), str):
-            raise _bad(path, f"{where}.x", row.get("x"), "a slope needs the metric it is taken against")
-        for key in ("published", "direction"):
-            if key in row and not (isinstance(row[key], int | float) and not isinstance(row[key], bool)):
-                raise _bad(path, f"{where}.{key}", row[key], "give a number")
-        out.append(FindingRow(
-            id=row["id"], finding=row["finding"], spec=spec, spec_path=path, metric=row["metric"],
-            arms={arm: _selector(path, f"{where}.{arm}", row.get(arm)) for arm in ARMS},
-            published=row.get("published"), source=str(row.get("source", "")), direction=row.get("direction"),
-            statistic=statistic, x=row.get("x"), note=str(row.get("note", "")),
-            control_expect=_control_expect(path, f"{where}.control_expect", row.get("control_expect", "tie")),
-            mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
-        ))
-    return out
+    return [_parse_row(path, str(raw.get("name", path.stem)), f"findings[{i}]", row) for i, row in enumerate(rows)]
+
+
+def _parse_row(path: Path, spec: str, where: str, row: Mapping[str, Any]) -> FindingRow:
+    unknown = sorted(set(row) - set(ROW_KEYS))
+    if unknown:
+        raise _bad(path, f"{where}.{unknown[0]}", row[unknown[0]], f"choose keys among {ROW_KEYS}")
+    for key in ("id", "finding", "metric"):
+        if not isinstance(row.get(key), str):
+            raise _bad(path, f"{where}.{key}", row.get(key), "give a string")
+    statistic = _choice(path, f"{where}.statistic", row.get("statistic", "final"), STATISTICS)
+    if statistic == "slope" and not isinstance(row.get("x"), str):
+        raise _bad(path, f"{where}.x", row.get("x"), "a slope needs the metric it is taken against")
+    threshold = _number(path, f"{where}.threshold", row.get("threshold"))
+    if statistic == "steps_to" and threshold is None:
+        raise _bad(path, f"{where}.threshold", None, "steps_to needs the level to reach, in points")
+    return FindingRow(
+        id=row["id"], finding=row["finding"], spec=spec, spec_path=path, metric=row["metric"],
+        arms={arm: _selector(path, f"{where}.{arm}", row.get(arm)) for arm in ARMS},
+        published=_number(path, f"{where}.published", row.get("published")), source=str(row.get("source", "")),
+        direction=_number(path, f"{where}.direction", row.get("direction")), statistic=statistic, x=row.get("x"),
+        threshold=threshold, margin=_number(path, f"{where}.margin", row.get("margin"), positive=True),
+        kind=_choice(path, f"{where}.kind", row.get("kind", "credit finding"), KINDS), note=str(row.get("note", "")),
+        control_expect=_choice(path, f"{where}.control_expect", row.get("control_expect", "tie"), CONTROL_EXPECTS),
+        control_vacuous=str(row.get("control_vacuous", "")),
+        dose=_number(path, f"{where}.dose", row.get("dose")), dose_label=str(row.get("dose_label", "")),
+        control_dose=_number(path, f"{where}.control_dose", row.get("control_dose")),
+        mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
+    )
 
 
 def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
@@ -197,78 +232,56 @@ def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
     return sorted(rows, key=lambda r: (int("".join(c for c in r.id if c.isdigit()) or 0), r.id))
 
 
-# ------------------------------------------------------------------------------------ per-run tables
-def column(metric: str, reduce: str) -> str:
-    """The per-run table's column for ``metric`` reduced over steps by ``reduce``."""
-    return f"{reduce}:{metric}"
+# ----------------------------------------------------------------------------- what a spec varied
+@dataclass(frozen=True)
+class Design:
+    """What a findings sweep's seeds varied, and the held-out set behind each run's rates."""
+
+    episodes: int | None
+    """The fewest ``eval.episodes`` over the spec's grid points; ``None`` when the spec does not resolve."""
+    base_fixed: bool
+    """Every seed started from one base model (``base.seed`` an integer)."""
+    eval_fixed: bool
+    """Every seed played one held-out set (``eval.seed`` an integer)."""
+
+    @property
+    def conditional(self) -> str:
+        """"" when seeds vary both, else what the row's statistics are conditional on."""
+        fixed = [w for w, f in (("one base model", self.base_fixed), ("one held-out set", self.eval_fixed)) if f]
+        return f"conditional on {' and '.join(fixed)}" if fixed else ""
+
+    @property
+    def seeds_vary(self) -> str:
+        """What differs between seeds, e.g. "base model, held-out set, RL sampling"."""
+        vary = [w for w, f in (("base model", self.base_fixed), ("held-out set", self.eval_fixed)) if not f]
+        return ", ".join([*vary, "RL sampling"])
 
 
-def runs_from_histories(runs: Sequence[Mapping[str, Any]], histories: Mapping[str, Mapping[str, list[float]]],
-                        metrics: set[str]) -> pl.DataFrame:
-    """One row per finished trial: run_id, variant, seed, and final / first / mean of every metric.
-
-    ``runs``: dicts with run_id, status, variant, seed; ``histories``: run_id -> metric -> values in step
-    order (NaN steps dropped). Unfinished runs and runs without a variant are left out.
-    """
-    rows = []
-    for run in runs:
-        if run.get("status") != "FINISHED" or not run.get("variant"):
-            continue
-        row: dict[str, Any] = {"run_id": run["run_id"], "variant": run["variant"], "seed": int(run["seed"])}
-        for metric in sorted(metrics):
-            values = [v for v in histories.get(run["run_id"], {}).get(metric, []) if not math.isnan(v)]
-            row[column(metric, "final")] = values[-1] if values else None
-            row[column(metric, "first")] = values[0] if values else None
-            row[column(metric, "mean")] = float(np.mean(values)) if values else None
-        rows.append(row)
-    schema: dict[str, Any] = {"run_id": pl.String, "variant": pl.String, "seed": pl.Int64}
-    schema |= {column(m, r): pl.Float64 for m in sorted(metrics) for r in REDUCES}
-    return pl.DataFrame(rows, schema=schema)
-
-
-def live_runs(experiment: str, metrics: set[str], tracking_uri: str | None = None) -> pl.DataFrame | None:
-    """The per-run table of a sweep from the MLflow store; ``None`` when the store has no such experiment."""
-    from simlab import tracking
-
-    store = tracking.resolve_store(tracking_uri)
-    db = tracking.sqlite_path(store.tracking_uri)
-    if db is not None and not db.is_file():  # reading must not create an empty store
-        return None
-    fetched = tracking.fetch_runs(store, experiment)
-    if fetched is None:
-        return None
-    _, records = fetched
-    trials = [r for r in records if r["tags"].get(names.ROLE_TAG) == "trial"]
-    runs = [
-        {"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(names.VARIANT_TAG),
-         "seed": r["tags"].get(names.SEED_TAG)}
-        for r in trials
-    ]
-    table = tracking.history_table(store, [r for r in trials if r["status"] == "FINISHED"], metrics.__contains__)
-    histories: dict[str, dict[str, list[float]]] = {}
-    for (run_id, key), g in table.sort("run_id", "key", "step").group_by("run_id", "key", maintain_order=True):
-        histories.setdefault(str(run_id), {})[str(key)] = g.get_column("value").to_list()
-    return runs_from_histories(runs, histories, metrics)
-
-
-def export_path(experiment: str, folder: Path = EXPORT_DIR) -> Path:
-    """The committed per-run export of ``experiment``: ``<folder>/<experiment>.csv``."""
-    return folder / f"{experiment}.csv"
-
-
-def read_export(path: Path) -> pl.DataFrame:
-    """A committed per-run export; :class:`FindingsError` when it lacks the per-run columns."""
+def design(row: FindingRow) -> Design:
+    """The row's spec resolved (:func:`_spec_design`); a spec that does not resolve is taken as holding both
+    fixed, the conservative reading."""
     try:
-        frame = pl.read_csv(path, infer_schema_length=None)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise FindingsError(f"{path}: cannot read the export ({exc})") from None
-    missing = [c for c in ("run_id", "variant", "seed") if c not in frame.columns]
-    if missing:
-        raise FindingsError(f"{path}: the export lacks the columns {missing}; rewrite it with --export")
-    return frame
+        return _spec_design(row.spec_path.read_text(encoding="utf-8"))
+    except OSError:
+        return Design(None, True, True)
 
 
-# ----------------------------------------------------------------------------------------- the rows
+@functools.cache
+def _spec_design(text: str) -> Design:
+    """The design of a spec, keyed by its text (rows of one spec share it)."""
+    from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
+    from simlab.sweep.spec import parse_spec
+
+    try:
+        spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
+        cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
+    except ValueError:  # a TOML, config, spec or backend error: nothing resolved
+        return Design(None, True, True)
+    return Design(min(int(c.eval.episodes) for c in cfgs), any(c.base.seed != "run" for c in cfgs),
+                  any(c.eval.seed != "run" for c in cfgs))
+
+
+# ----------------------------------------------------------------------------------------- the arms
 def settings(variant: str) -> dict[str, str]:
     """A variant label (``preset=peekread-neg,estimator=trajectory_group``) as its settings, lower-cased
     booleans. Values that contain commas (``horizon=[8, 8]``) are kept whole."""
@@ -295,164 +308,188 @@ def scale(metric: str) -> float:
     return stats.POINTS if metric.endswith(("success", "_rate", "holds_answer")) else 1.0
 
 
-def per_seed(row: FindingRow, frame: pl.DataFrame, arm: str) -> dict[int, float]:
-    """seed -> the arm's outcome for that seed: the scaled final metric, or the slope across its runs."""
-    runs = arm_runs(frame, row.arms[arm])
-    y = column(row.metric, "final")
+def evaluation_of(metric: str) -> str | None:
+    """The evaluation (``compacted``, ``single_window``) whose per-episode outcomes give ``metric``."""
+    return next((name for name, prefix in names.EVALUATIONS.items()
+                 if metric == names.metric(prefix, names.SUCCESS)), None)
+
+
+def per_seed(row: FindingRow, data: SpecData, arm: str) -> dict[int, float]:
+    """seed -> the arm's outcome for that seed: the row's statistic of its metric (mean over the seed's runs),
+    or the slope across its runs."""
+    runs = arm_runs(data.runs, row.arms[arm])
+    if row.statistic == "slope":
+        return _slopes(row, runs)
+    if row.statistic == "final":
+        values = runs.select("seed", (scale(row.metric) * pl.col(column(row.metric, "final"))).alias("value"))
+    else:
+        if data.history is None:
+            return {}
+        try:
+            got = outcomes.run_outcomes(data.history, row.metric, row.statistic,  # type: ignore[arg-type]
+                                        threshold=row.threshold, scale=scale(row.metric))
+        except ConfigError as exc:  # an area asked of a run with one evaluation: the row's choice is named
+            raise FindingsError(f"{row.spec_path.name}: {exc.under(f'findings.{row.id}')}") from None
+        values = runs.select("run_id", "seed").join(got, on="run_id").select("seed", "value")
+    means = values.drop_nulls("value").group_by("seed").agg(pl.col("value").mean())
+    # a CSV round trip perturbs the last bits; arms that computed the same thing must stay identical
+    return {int(s): round(float(v), ROUND) for s, v in means.iter_rows()}
+
+
+def _slopes(row: FindingRow, runs: pl.DataFrame) -> dict[int, float]:
+    assert row.x is not None
+    y, x = column(row.metric, "final"), column(row.x, "final")
     out: dict[int, float] = {}
-    for (seed,), g in runs.group_by("seed", maintain_order=True):
-        g = g.drop_nulls(y)
-        if row.statistic == "final":
-            if g.height:
-                out[int(seed)] = scale(row.metric) * float(g.get_column(y).mean())  # type: ignore[arg-type]
-            continue
-        assert row.x is not None
-        g = g.drop_nulls(column(row.x, "final"))
-        if g.height >= 2:
-            xs, ys = g.get_column(column(row.x, "final")).to_numpy(), g.get_column(y).to_numpy()
-            if np.all(xs > 0) and np.all(ys > 0) and np.ptp(xs) > 0:
-                out[int(seed)] = float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+    for (seed,), g in runs.drop_nulls([y, x]).group_by("seed", maintain_order=True):
+        xs, ys = g.get_column(x).to_numpy(), g.get_column(y).to_numpy()
+        if g.height >= 2 and np.all(xs > 0) and np.all(ys > 0) and np.ptp(xs) > 0:
+            out[int(seed)] = round(float(np.polyfit(np.log(xs), np.log(ys), 1)[0]), ROUND)
     return out
 
 
+def arm(row: FindingRow, data: SpecData, name: str, spec: Design) -> Arm:
+    """One arm's :class:`~simlab.analysis.compare.Arm`: per-seed values, per-episode ones where kept."""
+    seeds = per_seed(row, data, name)
+    evaluation = evaluation_of(row.metric)
+    episodes = None
+    if data.episodes is not None and evaluation is not None and row.statistic in ("final", "auc"):
+        runs = arm_runs(data.runs, row.arms[name]).select("run_id", "seed")
+        got = outcomes.episode_outcomes(data.episodes, evaluation, row.statistic)  # type: ignore[arg-type]
+        if got is not None:
+            episodes = got.join(runs, on="run_id").select("seed", "instance", "value")
+            episodes = episodes if episodes.height else None
+    rate = row.statistic == "final" and scale(row.metric) == stats.POINTS
+    return Arm(seeds, episodes, spec.episodes if rate else None, shared=spec.eval_fixed)
+
+
+# ----------------------------------------------------------------------------------------- verdicts
 @dataclass(frozen=True)
-class Comparison:
-    """A difference between two arms: treatment - baseline with its SE, sigma and how it was paired."""
+class Levels:
+    """The alpha and power every row is judged at."""
 
-    difference: float
-    se: float
-    sigma: float
-    seeds: int
-    paired: bool
-    identical: bool
-    """Every shared seed gave the same outcome in both arms (the arms computed the same thing)."""
-    held_out: bool = False
-    """Every shared seed gave the same nonzero difference, so the SE is the held-out set's bound."""
-
-    @property
-    def mde(self) -> float:
-        """The minimum detectable effect at 2 sigma with this SE."""
-        return stats.min_detectable_effect(self.se)
+    alpha: float = power.ALPHA
+    power: float = power.POWER
 
 
-def compare(treatment: dict[int, float], baseline: dict[int, float], episodes: int | None = None) -> Comparison | None:
-    """treatment - baseline, paired over shared seeds when there are enough, else two independent means.
-    ``episodes``: the held-out episodes behind each run's rate, for a difference the same in every seed
-    (:func:`simlab.analysis.stats.paired_difference`)."""
-    shared = sorted(set(treatment) & set(baseline))
-    if len(shared) >= stats.PAIRED_MIN_SEEDS:
-        t, b = np.array([treatment[s] for s in shared]), np.array([baseline[s] for s in shared])
-        # a CSV round trip perturbs the last bits; identical differences must keep an SE of exactly 0
-        d = stats.paired_difference(np.round(t, ROUND), np.round(b, ROUND), episodes=episodes)
-        return Comparison(d.difference, d.se, d.sigma, len(shared), True, bool(np.all(t == b)),
-                          d.dominant == "held-out")
-    if len(treatment) < 2 or len(baseline) < 2:
-        return None
-    m_t, m_b = stats.mean_se(list(treatment.values())), stats.mean_se(list(baseline.values()))
-    d = stats.difference(m_t, m_b)
-    return Comparison(d.difference, d.se, d.sigma, min(len(treatment), len(baseline)), False, False)
-
-
-def verdict(row: FindingRow, main: Comparison | None, control: Comparison | None) -> tuple[Verdict, str]:
-    """The row's verdict and a short reason (the MDE of a tie, what moved)."""
+def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None) -> tuple[Verdict, str]:
+    """The row's verdict and its reason (sigma, the TOST, what moved, the seeds that would decide)."""
     if main is None:
         return "not run", "fewer than 2 seeds in an arm"
-    sig = abs(main.sigma) >= stats.TIE_SIGMA if not math.isnan(main.sigma) else False
-    control_tie = control is None or control.identical or math.isnan(control.sigma) or (
-        abs(control.sigma) < stats.TIE_SIGMA)
-    if not control_tie and row.control_expect == "not-published-sign" and row.sign is not None:
+    if not main.significant:
+        if main.decided_tie:
+            assert main.tost is not None
+            return "tie", f"TOST p = {main.tost.p:.3f} within ±{main.margin:g}"
+        return "undecided", _to_decide(main, "a tie")
+    if _control_moved(row, control):
         assert control is not None
-        control_tie = math.copysign(1.0, control.difference) != row.sign  # moved, but not the finding's way
-    if not sig:
-        half = None if row.published is None else abs(row.published) / 2
-        if main.identical:
-            return "tie", "the arms were identical in every seed"
-        if half is None:
-            return "tie", f"MDE {main.mde:.1f}; no published delta to hold it against"
-        decided = main.mde <= half
-        word, sign = ("decided", "<=") if decided else ("undecided", ">")
-        return "tie", f"{word}: MDE {main.mde:.1f} {sign} {half:.1f}"
-    if not control_tie:
-        assert control is not None
-        return "control moved", f"control {control.difference:+.1f} at {control.sigma:+.1f} sigma"
-    if row.sign is None:
-        return "differs", f"{abs(main.sigma):.1f} sigma; no published sign to compare"
-    same = math.copysign(1.0, main.difference) == row.sign
+        return "control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma"
     strength = f"{abs(main.sigma):.1f} sigma" if math.isfinite(main.sigma) else "the same in every seed, SE 0"
+    if row.sign is None:
+        return "differs", f"{strength}; no published sign to compare"
+    if row.control_vacuous:
+        return "undecided", f"{strength}, but the control is vacuous: {row.control_vacuous}"
+    if not _control_settled(row, control):
+        return "undecided", f"{strength}, but the control is " + (
+            "not measured" if control is None else _to_decide(control, "its tie"))
+    same = math.copysign(1.0, main.estimate.mean) == row.sign
+    if row.kind == "harness check":
+        return ("holds" if same else "fails"), strength
     return ("reproduced" if same else "opposite"), strength
 
 
-def mechanism_values(row: FindingRow, frame: pl.DataFrame) -> list[dict[str, Any]]:
+def _to_decide(j: Judgement, what: str) -> str:
+    if j.margin is None:
+        return f"no margin to decide {what} (no published delta); MDE {j.mde:.1f}"
+    need = j.seeds_to_decide()
+    if need:
+        return f"{need} seeds would decide {what}"
+    fixed = math.sqrt(j.estimate.fixed_var)
+    return (f"more seeds would not decide {what}: the held-out set every seed shares leaves ±{fixed:.1f} "
+            f"(margin ±{j.margin:g})")
+
+
+def _identical(j: Judgement) -> bool:
+    return j.estimate.se == 0 and j.estimate.mean == 0
+
+
+def _control_moved(row: FindingRow, control: Judgement | None) -> bool:
+    if control is None or not control.significant:
+        return False
+    if row.control_expect == "not-published-sign" and row.sign is not None:
+        return math.copysign(1.0, control.estimate.mean) == row.sign
+    return True
+
+
+def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
+    """The control is a decided tie (or, when it may move the other way, did not move the finding's way)."""
+    if control is None:
+        return False
+    if row.control_expect == "not-published-sign":
+        return not _control_moved(row, control)
+    return control.decided_tie or _identical(control)
+
+
+# ----------------------------------------------------------------------------------------- the rows
+def mechanism_values(row: FindingRow, data: SpecData) -> list[dict[str, Any]]:
     """Per mechanism metric: the treatment's and the baseline's mean over seeds, with their SEs."""
     out = []
     for m in row.mechanism:
         entry: dict[str, Any] = {"label": m.label, "metric": m.metric}
         name = column(m.metric, m.reduce)
-        for arm in ("treatment", "baseline"):
-            runs = arm_runs(frame, row.arms[arm])
+        for which in ("treatment", "baseline"):
+            runs = arm_runs(data.runs, row.arms[which])
             values = runs.get_column(name).drop_nulls().to_numpy() if name in runs.columns else np.array([])
             values = values[np.isfinite(values)] if values.size else values
             est = stats.mean_se(values * scale(m.metric)) if values.size else None
-            entry[arm] = None if est is None else est.mean
-            entry[f"{arm}_se"] = None if est is None or est.seeds < 2 else est.se
+            entry[which] = None if est is None else est.mean
+            entry[f"{which}_se"] = None if est is None or est.seeds < 2 else est.se
         out.append(entry)
     return out
 
 
-def held_out_episodes(row: FindingRow) -> int | None:
-    """The fewest held-out episodes behind a run's rate in the row's sweep (``eval.episodes`` of each
-    grid point); ``None`` for a metric that is not a final rate, or a spec that does not resolve."""
-    if row.statistic != "final" or scale(row.metric) != stats.POINTS:
-        return None
-    try:
-        return _spec_episodes(row.spec_path.read_text(encoding="utf-8"))
-    except OSError:
-        return None
+def finite(x: float | None) -> float | None:
+    """``x``, or ``None`` for a missing, NaN or infinite value (JSON has no NaN)."""
+    return None if x is None or not math.isfinite(x) else x
 
 
-@functools.cache
-def _spec_episodes(text: str) -> int | None:
-    """The fewest ``eval.episodes`` over a spec's grid points, keyed by the spec's text (rows of one
-    spec share it)."""
-    from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
-    from simlab.sweep.spec import parse_spec
-
-    try:
-        spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
-        return min(int(backend.build(spec.settings(p), 0).eval.episodes) for p in spec.grid_points())
-    except ValueError:  # a TOML, config, spec or backend error: no bound, the seed SE stands
-        return None
-
-
-def _se_from(c: Comparison) -> str:
-    """Where a comparison's SE comes from: the spread of paired seeds, the held-out set, or two means."""
-    return "held-out" if c.held_out else ("paired" if c.paired else "unpaired")
+def _fields(prefix: str, j: Judgement | None) -> dict[str, Any]:
+    """A judged difference as flat record fields (``control_`` for the control's)."""
+    if j is None:
+        return {f"{prefix}{k}": None for k in ("difference", "se", "sigma", "df", "ci_low", "ci_high", "se_from",
+                                                "mde", "tost_p", "decided", "seeds_to_decide")} | {f"{prefix}seeds": 0}
+    e = j.estimate
+    low, high = j.interval()
+    return {
+        f"{prefix}difference": e.mean, f"{prefix}se": e.se, f"{prefix}sigma": finite(j.sigma),
+        f"{prefix}df": finite(e.df), f"{prefix}seeds": e.seeds, f"{prefix}ci_low": finite(low),
+        f"{prefix}ci_high": finite(high), f"{prefix}se_from": e.design, f"{prefix}mde": finite(j.mde),
+        f"{prefix}tost_p": None if j.tost is None else j.tost.p, f"{prefix}decided": j.decided_tie,
+        f"{prefix}seeds_to_decide": None if j.significant or j.decided_tie else j.seeds_to_decide(),
+    }
 
 
-def evaluate_row(row: FindingRow, frame: pl.DataFrame | None, source: str) -> dict[str, Any]:
+def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Levels | None = None) -> dict[str, Any]:
     """One row of the findings table, as a plain dict (what ``--json`` writes)."""
-    base = {"id": row.id, "finding": row.finding, "spec": row.spec, "published": row.published,
-            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source,
-            "note": row.note}
-    if frame is None or frame.height == 0:
-        return base | {"verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
-    seeds = {arm: per_seed(row, frame, arm) for arm in ARMS}
-    episodes = held_out_episodes(row)
-    main = compare(seeds["treatment"], seeds["baseline"], episodes)
-    control = compare(seeds["control_treatment"], seeds["control_baseline"], episodes)
-    kind, reason = verdict(row, main, control)
-
-    def fields(prefix: str, c: Comparison | None) -> dict[str, Any]:
-        if c is None:
-            return {f"{prefix}difference": None, f"{prefix}se": None, f"{prefix}sigma": None,
-                    f"{prefix}seeds": 0, f"{prefix}paired": False, f"{prefix}se_from": None}
-        sigma = None if math.isnan(c.sigma) else c.sigma
-        return {f"{prefix}difference": c.difference, f"{prefix}se": c.se, f"{prefix}sigma": sigma,
-                f"{prefix}seeds": c.seeds, f"{prefix}paired": c.paired, f"{prefix}se_from": _se_from(c)}
-
-    mde = None if main is None or not math.isfinite(main.mde) else main.mde
-    return base | fields("", main) | {"mde": mde} | fields("control_", control) | {
-        "verdict": kind, "reason": reason, "mechanism": mechanism_values(row, frame)}
+    levels = levels or Levels()
+    spec = design(row)
+    base = {"id": row.id, "kind": row.kind, "finding": row.finding, "spec": row.spec, "published": row.published,
+            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source, "note": row.note,
+            "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
+            "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
+            "control_dose": row.control_dose, "unit": "steps" if row.statistic == "steps_to" else (
+                "points" if scale(row.metric) == stats.POINTS else "metric units")}
+    if data is None or data.runs.height == 0:
+        return base | _fields("", None) | _fields("control_", None) | {
+            "verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
+    arms = {name: arm(row, data, name, spec) for name in ARMS}
+    judged = []
+    for t, b in (("treatment", "baseline"), ("control_treatment", "control_baseline")):
+        d = compare.difference(arms[t], arms[b])
+        judged.append(None if d is None else compare.judge(d, margin=row.equivalence_margin, alpha=levels.alpha,
+                                                           power_=levels.power))
+    kind, reason = verdict(row, *judged)
+    return base | _fields("", judged[0]) | _fields("control_", judged[1]) | {
+        "verdict": kind, "reason": reason, "mechanism": mechanism_values(row, data)}
 
 
 # ------------------------------------------------------------------------------------- the command
@@ -465,76 +502,48 @@ class Findings:
     """Spec name -> where its runs came from: ``store``, the export's path, or ``none``."""
 
 
+def _wanted(rows: list[FindingRow], spec: str) -> set[str]:
+    return set().union(*(r.metrics() for r in rows if r.spec == spec))
+
+
 def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: Path = EXPORT_DIR,
-           source: Literal["auto", "store", "exports"] = "auto") -> Findings:
+           source: Literal["auto", "store", "exports"] = "auto", levels: Levels | None = None) -> Findings:
     """Evaluate every row, reading each sweep from the live store (``auto``: when it holds finished runs)
-    or else from its committed export."""
-    frames: dict[str, tuple[pl.DataFrame | None, str]] = {}
+    or else from its committed exports."""
+    frames: dict[str, tuple[SpecData | None, str]] = {}
     for spec in dict.fromkeys(r.spec for r in rows):
-        metrics = set().union(*(r.metrics() for r in rows if r.spec == spec))
-        frame, where = None, "none"
+        data, where = None, "none"
         if source != "exports":
-            frame = live_runs(spec, metrics, tracking_uri)
-            where = "store" if frame is not None and frame.height else "none"
-        if (frame is None or frame.height == 0) and source != "store" and export_path(spec, exports).is_file():
-            frame, where = read_export(export_path(spec, exports)), f"export {export_path(spec, exports).name}"
-        frames[spec] = (frame, where)
-    out = [evaluate_row(r, *frames[r.spec]) for r in rows]
+            data = live_data(spec, _wanted(rows, spec).__contains__, tracking_uri)
+            where = "store" if data is not None else "none"
+        if data is None and source != "store":
+            data = read_export(spec, exports)
+            where = "exports" if data is not None else "none"
+        frames[spec] = (data, where)
+    out = [evaluate_row(r, *frames[r.spec], levels=levels) for r in rows]
     return Findings(out, {spec: where for spec, (_, where) in frames.items()})
 
 
-def export(rows: list[FindingRow], *, tracking_uri: str | None = None, folder: Path = EXPORT_DIR) -> list[Path]:
-    """Write each sweep's per-run table from the live store to ``folder`` (CSV, all-or-nothing per file)."""
+def dose_figures(found: Findings, folder: Path) -> list[Path]:
+    """One dose-response figure per spec whose rows carry a dose: ``<folder>/<spec>-dose.png``."""
+    from simlab.analysis.figures import dose_response_png
+
     written = []
-    for spec in dict.fromkeys(r.spec for r in rows):
-        metrics = set().union(*(r.metrics() for r in rows if r.spec == spec))
-        frame = live_runs(spec, metrics, tracking_uri)
-        if frame is None or frame.height == 0:
-            continue
-        path = export_path(spec, folder)
-        tmp = path.with_suffix(".csv.tmp")
-        frame.sort("variant", "seed").write_csv(tmp)
-        tmp.replace(path)
-        written.append(path)
+    for spec in dict.fromkeys(r["spec"] for r in found.rows):
+        rows = sorted((r for r in found.rows if r["spec"] == spec and r["dose"] is not None), key=lambda r: r["dose"])
+        path = dose_response_png(rows, folder / f"{spec}-dose.png", title=f"{spec}: {rows[0]['finding']}"
+                                 if rows else spec)
+        if path is not None:
+            written.append(path)
     return written
 
 
-def _num(x: float | None, fmt: str) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
-
-def _diff(r: dict[str, Any], prefix: str = "") -> str:
-    d = r.get(f"{prefix}difference")
-    if d is None:
-        return "n/a"
-    how = {"held-out": "paired, same in every seed: SE of the held-out set"}.get(r[f"{prefix}se_from"],
-                                                                              r[f"{prefix}se_from"])
-    return (f"{d:+.2f} ± {r[f'{prefix}se']:.2f} ({_num(r[f'{prefix}sigma'], '+.1f')}σ; "
-            f"n={r[f'{prefix}seeds']} {how})")
-
-
-def _mech(r: dict[str, Any]) -> str:
-    parts = [f"{m['label']}: {_num(m['treatment'], '.3g')} vs {_num(m['baseline'], '.3g')}" for m in r["mechanism"]]
-    return "; ".join(parts) or "-"
-
-
-def to_markdown(found: Findings) -> str:
-    """The findings table as Markdown, with where each sweep's runs came from."""
-    headers = ["#", "Finding", "Published", "simlab: treatment - baseline", "Control",
-               "Mechanism (treatment vs baseline)", "Verdict"]
-    rows = [
-        [r["id"], r["finding"], _num(r["published"], "+.1f"), _diff(r), _diff(r, "control_"), _mech(r),
-         f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "")]
-        for r in found.rows
-    ]
-    where = ", ".join(f"{spec}: {src}" for spec, src in found.sources.items())
-    return ("Differences in points (rates) or in the metric's unit (slopes), ± their SE; σ = difference / SE. "
-            "Paired by seed, the SE holds the shared held-out set fixed; a rate difference the same in every "
-            "seed gets the held-out set's own SE instead of 0. "
-            f"Runs from: {where}.\n\n" + markdown_table(headers, rows))
-
-
-def as_frame(found: Findings) -> pl.DataFrame:
-    """The findings table as a frame (mechanism values as one text column), for CSV and parquet."""
-    flat = [{k: v for k, v in r.items() if k != "mechanism"} | {"mechanism": _mech(r)} for r in found.rows]
-    return pl.DataFrame(flat, infer_schema_length=None)
+def export(rows: list[FindingRow], *, tracking_uri: str | None = None, folder: Path = EXPORT_DIR) -> list[Path]:
+    """Write each finished sweep's exports from the live store to ``folder``: the per-run table, every
+    metric's whole history, and the per-episode outcomes."""
+    written = []
+    for spec in dict.fromkeys(r.spec for r in rows):
+        data = live_data(spec, lambda _key: True, tracking_uri)
+        if data is not None:
+            written += write_export(spec, data, folder)
+    return written

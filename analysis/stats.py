@@ -1,7 +1,9 @@
-"""Standard errors, significance ratios, like-for-like checks and tie-aware ranking.
+"""Standard errors of published figures, significance ratios, like-for-like checks and tie-aware ranking.
 
 Shared by ``simlab audit`` (published results) and ``simlab report`` (simlab's own sweeps), so that a
-published difference and a simulated one are judged by the same arithmetic. Every function is pure.
+published difference and a simulated one are judged by the same arithmetic. Every function is pure. The
+two-level SEs of simlab's own runs (seeds and held-out instances) are :mod:`simlab.analysis.levels`; power
+and equivalence are :mod:`simlab.analysis.power`.
 
 Units: success rates go in as fractions in [0, 1]; means, differences and standard errors of rates
 come out in percentage points (x 100), the unit the papers print. :func:`mean_se` is the exception:
@@ -10,15 +12,11 @@ it works on any objective and keeps the input's unit.
     binomial SE          se(p; n)        = 100 sqrt(p (1 - p) / n)
     SE of a difference   se(p1 - p2)     = 100 sqrt(p1 (1 - p1) / n1 + p2 (1 - p2) / n2)
     mean over k seeds    p_bar           = (1/k) sum_i p_i
-      binomial part      V_bin           = (1/k^2) sum_i p_i (1 - p_i) / n_i
+      binomial part      V_bin           = (1/k^2) sum_i p_i (1 - p_i) / n_i      (each seed its own episodes)
       seed spread        V_seed          = s^2 / k,   s^2 = 1/(k-1) sum_i (p_i - p_bar)^2
-      combined           V               = V_bin + max(V_seed - V_bin, 0)  =  max(V_bin, V_seed)
+      own held-out sets  V               = max(V_bin, V_seed)
+      one shared set     V               = V_seed + p_bar (1 - p_bar) / n         (the instance term's bound)
     significance         sigma           = difference / se
-    paired difference    d_i = t_i - b_i over seeds both arms share,  se = s_d / sqrt(n)
-      held-out bound     when every d_i is the same (s_d = 0): se = 100 sqrt((q - D^2) / m),
-                         q = min(p_t + p_b, 2 - p_t - p_b), D = p_t - p_b, m held-out episodes
-    detectable effect    MDE             = 2 se                      (at 2 sigma with the seeds at hand)
-    seeds for effect E   n_E             = ceil((2 s / E)^2),  s = se sqrt(n)  (per-seed SD of the difference)
     interquartile mean   IQM             = mean of the middle 50% of the per-seed values (rliable)
     bootstrap CI         percentile interval of a statistic over seeds resampled within each stratum
     effective horizon    H               = L x (S + 1)               (SUPO's L_RL x (S + 1))
@@ -32,7 +30,6 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 POINTS = 100.0
 """Percentage points per unit of rate."""
@@ -41,13 +38,11 @@ NOISE_SIGMA = 1.0
 TIE_SIGMA = 2.0
 """Below this many standard errors two variants are tied (ranking) and a difference is not significant."""
 
-PAIRED_MIN_SEEDS = 3
-"""Fewest shared seeds for a paired SE: with two, the SD of the differences rests on one degree of freedom."""
 BOOTSTRAP_SAMPLES = 2000
 """Bootstrap resamples per interval (rliable uses 2000 for its stratified-bootstrap intervals)."""
 CI_LEVEL = 0.95
 
-Dominant = Literal["binomial", "seeds", "paired", "held-out"]
+Dominant = Literal["binomial", "seeds"]
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -117,21 +112,19 @@ def _seed_spread_var(values: npt.NDArray[np.float64]) -> float:
     return float(values.var(ddof=1) / k) if k >= 2 else math.nan  # s^2 / k
 
 
-def rate_mean_se(rates: npt.ArrayLike, episodes: npt.ArrayLike) -> MeanSE:
-    """Mean success rate over k seeds, with the SE combining binomial error and seed spread, in points.
+def rate_mean_se(rates: npt.ArrayLike, episodes: npt.ArrayLike, *, shared: bool = False) -> MeanSE:
+    """Mean success rate over k seeds with its SE, in points.
 
     rates:    (k,) per-seed success rates in [0, 1].
     episodes: (k,) evaluation episodes behind each rate (or a scalar for all seeds).
+    shared:   every seed played one held-out set of ``episodes`` instances.
 
-        V_bin  = (1/k^2) sum_i 100^2 p_i (1 - p_i) / n_i
-        V_seed = s^2 / k
-        V      = V_bin + max(V_seed - V_bin, 0)
-
-    Each seed's observed rate already carries its own binomial noise, so E[V_seed] = sigma_b^2 / k + V_bin
-    with sigma_b^2 the true between-seed variance. Adding V_bin and V_seed in quadrature would count
-    the binomial part twice; the excess of V_seed over V_bin is the method-of-moments estimate of the
-    between-seed part (floored at 0), and V_bin is the floor no seed count removes. With one seed (or one
-    pooled published figure) V = V_bin.
+    Each seed on its own episodes: V = V_bin + max(V_seed - V_bin, 0) = max(V_bin, V_seed). Each observed
+    rate already carries its binomial noise, so E[V_seed] = sigma_b^2 / k + V_bin; the excess of V_seed over
+    V_bin is the method-of-moments estimate of the between-seed part, and V_bin is the floor no seed count
+    removes. One shared set: the k seeds' evaluations are not k n independent episodes (the instance effects
+    are common to all of them), so the seed spread is joined by the bound p (1 - p) / n on the instance
+    term, n the shared set's size; ``episodes`` then counts that set once.
     """
     p = np.atleast_1d(_rates(rates, "rates"))
     if p.ndim != 1 or p.size == 0:
@@ -141,17 +134,16 @@ def rate_mean_se(rates: npt.ArrayLike, episodes: npt.ArrayLike) -> MeanSE:
         raise ValueError(f"`episodes` has shape {n.shape}; choose one count per rate, shape {p.shape}")
     n = np.broadcast_to(n, p.shape)
     k = p.size
-    v_bin = float(binomial_var(p, n).sum()) / k**2
     v_seed = _seed_spread_var(POINTS * p)
-    v = v_bin + max(v_seed - v_bin, 0.0) if k >= 2 else v_bin
-    return MeanSE(
-        mean=float(POINTS * p.mean()),
-        se=math.sqrt(v),
-        se_binomial=math.sqrt(v_bin),
-        se_seeds=math.sqrt(v_seed) if k >= 2 else math.nan,
-        seeds=k,
-        episodes=int(n.sum()),
-    )
+    if shared:
+        v_inst = float(binomial_var(p.mean(), n.min()))
+        v = (v_seed if k >= 2 else 0.0) + v_inst
+        return MeanSE(float(POINTS * p.mean()), math.sqrt(v), math.sqrt(v_inst),
+                      math.sqrt(v_seed) if k >= 2 else math.nan, k, int(n.min()))
+    v_bin = float(binomial_var(p, n).sum()) / k**2
+    v = max(v_bin, v_seed) if k >= 2 else v_bin
+    return MeanSE(float(POINTS * p.mean()), math.sqrt(v), math.sqrt(v_bin), math.sqrt(v_seed) if k >= 2 else math.nan,
+                  k, int(n.sum()))
 
 
 def mean_se(values: npt.ArrayLike) -> MeanSE:
@@ -193,69 +185,6 @@ def difference(treatment: MeanSE, baseline: MeanSE) -> Difference:
         se=math.hypot(treatment.se, baseline.se),
         dominant="seeds" if v_seed > v_bin else "binomial",
     )
-
-
-def paired_difference(treatment: npt.ArrayLike, baseline: npt.ArrayLike, *, episodes: int | None = None) -> Difference:
-    """mean(t_i - b_i) over seeds the two arms share, with se = s_d / sqrt(n), in the input's unit.
-
-    Arms that share a seed share the base model, the training prompts and the evaluation instances, so
-    most of the evaluation noise is common to both and cancels in t_i - b_i; what remains, seed to
-    seed, is what the difference is uncertain by. Needs at least :data:`PAIRED_MIN_SEEDS` pairs. That SE
-    holds a shared held-out set fixed: it is how far another training run would move the difference on
-    those instances. With ``episodes`` (the arms are success rates in points, each measured on that many
-    held-out episodes) a difference that is the same in every seed gets :func:`held_out_se`'s bound
-    instead of an SE of 0 (``dominant`` = ``held-out``).
-    """
-    t = np.asarray(treatment, dtype=np.float64)
-    b = np.asarray(baseline, dtype=np.float64)
-    if t.ndim != 1 or t.shape != b.shape or not np.all(np.isfinite(t) & np.isfinite(b)):
-        raise ValueError(
-            f"`treatment` {t.shape} and `baseline` {b.shape} are invalid; choose two 1-D arrays of finite "
-            "per-seed values, aligned by seed"
-        )
-    if t.size < PAIRED_MIN_SEEDS:
-        raise ValueError(f"{t.size} shared seed(s) is too few for a paired SE; choose >= {PAIRED_MIN_SEEDS}")
-    d = t - b
-    paired = Difference(difference=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), dominant="paired")
-    if episodes is None or paired.se > 0 or paired.difference == 0:
-        return paired
-    se = held_out_se(float(t.mean()) / POINTS, float(b.mean()) / POINTS, episodes)
-    return Difference(difference=paired.difference, se=se, dominant="held-out")
-
-
-def held_out_se(p_t: float, p_b: float, episodes: int) -> float:
-    """Upper bound, in points, on the SE that one held-out set of ``episodes`` gives a paired difference
-    of two success rates measured on the same episodes.
-
-    Per episode the difference y_t - y_b is -1, 0 or 1, so its variance is P(the arms disagree) - D^2 with
-    D = p_t - p_b, and the arms disagree on at most min(p_t + p_b, 2 - p_t - p_b) of the episodes. The
-    bound is exact when one arm fails (or succeeds) on every episode. It stands in for the SE of a paired
-    difference that every seed gives alike: the seeds' spread is then 0, and what is left uncertain is
-    the sample of held-out episodes they all shared.
-    """
-    p = _rates([p_t, p_b], "p_t, p_b")
-    m = float(_counts(episodes, "episodes"))
-    disagree = min(p[0] + p[1], 2.0 - p[0] - p[1])
-    return POINTS * math.sqrt(max(disagree - (p[0] - p[1]) ** 2, 0.0) / m)
-
-
-def min_detectable_effect(se: float, sigma: float = TIE_SIGMA) -> float:
-    """The smallest difference that would clear ``sigma`` standard errors: sigma x se."""
-    return sigma * se if se >= 0 else math.nan
-
-
-def seeds_needed(se: float, seeds: int, effect: float, sigma: float = TIE_SIGMA) -> int | None:
-    """Seeds at which an effect of size ``effect`` reaches ``sigma`` standard errors.
-
-    The per-seed SD of the difference is s = se sqrt(seeds); an effect E clears sigma SEs with
-    n = ceil((sigma s / E)^2) seeds (at least 2). ``None`` when se is unknown.
-    """
-    if not effect > 0:
-        raise ValueError(f"`effect={effect!r}` is invalid; choose an effect size > 0 (points)")
-    if not (se >= 0 and seeds >= 1):
-        return None
-    s = se * math.sqrt(seeds)
-    return max(2, math.ceil((sigma * s / effect) ** 2 - 1e-9))
 
 
 def iqm(values: npt.ArrayLike) -> float:
@@ -416,210 +345,3 @@ def rank_with_ties(
     return np.asarray(1 + beats.sum(axis=1), dtype=np.int64)
 
 
-# ------------------------------------------------------------------------- per-variant tables
-_SUMMARY_SCHEMA = {
-    "seeds": pl.Int64,
-    "missing": pl.Int64,
-    "episodes": pl.Int64,
-    "mean": pl.Float64,
-    "se": pl.Float64,
-    "se_binomial": pl.Float64,
-    "se_seeds": pl.Float64,
-    "dominant": pl.String,
-    "iqm": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-}
-
-
-def variant_summary(
-    runs: pl.DataFrame, *, variant: str, rate: str, episodes: str, horizon: str | None = None
-) -> pl.DataFrame:
-    """One row per variant from one row per seed: :func:`rate_mean_se` over the variant's seeds.
-
-    runs: a frame with the columns named by ``variant`` (the grid cell), ``rate`` (success rate in
-    [0, 1]) and ``episodes`` (evaluation episodes behind it), and optionally ``horizon`` (the effective
-    horizon L x (S + 1), one value per variant). A seed whose rate is null or NaN is counted in
-    ``missing``, never silently dropped; a variant with no measured seed has null statistics.
-
-    Columns: variant, [horizon], seeds, missing, episodes, mean, se, se_binomial, se_seeds, dominant,
-    iqm, ci_low, ci_high (the interquartile mean over seeds and a bootstrap 95% interval of the mean, in
-    points).
-    """
-    needed = [variant, rate, episodes, *([horizon] if horizon else [])]
-    absent = [c for c in needed if c not in runs.columns]
-    if absent:
-        raise ValueError(f"columns {absent} are missing; the frame has {runs.columns}")
-    records = []
-    for (name,), group in runs.group_by(variant, maintain_order=True):
-        measured = group.filter(pl.col(rate).cast(pl.Float64).is_not_nan().fill_null(False))
-        record: dict[str, object] = {variant: name, "missing": group.height - measured.height}
-        if horizon:
-            values = group[horizon].unique().to_list()
-            if len(values) != 1:
-                raise ValueError(f"variant {name!r} has horizons {values}; choose one per variant")
-            record[horizon] = values[0]
-        if measured.height:
-            rates = measured[rate].cast(pl.Float64).to_numpy()
-            m = rate_mean_se(rates, measured[episodes].to_numpy())
-            low, high = bootstrap_ci(POINTS * rates)
-            record |= {"iqm": iqm(POINTS * rates), "ci_low": low, "ci_high": high}
-            record |= {
-                "seeds": m.seeds,
-                "episodes": m.episodes,
-                "mean": m.mean,
-                "se": m.se,
-                "se_binomial": m.se_binomial,
-                "se_seeds": m.se_seeds,
-                "dominant": m.dominant,
-            }
-        records.append(record)
-    schema: dict[str, Any] = {
-        variant: runs.schema[variant],
-        **({horizon: pl.Float64} if horizon else {}),
-        **_SUMMARY_SCHEMA,
-    }
-    return pl.DataFrame(records, schema=schema).with_columns(pl.col("seeds").fill_null(0))
-
-
-def _per_seed(frame: pl.DataFrame, variant: str, seed: str, rate: str) -> dict[Any, dict[Any, float]]:
-    """{variant: {seed: rate in points}} over the measured seeds."""
-    out: dict[Any, dict[Any, float]] = {}
-    for row in frame.select(variant, seed, rate).iter_rows():
-        name, s, r = row
-        if s is not None and r is not None and not math.isnan(r):
-            out.setdefault(name, {})[s] = POINTS * float(r)
-    return out
-
-
-def _paired(
-    a: dict[Any, float], b: dict[Any, float], episodes: int | None = None
-) -> tuple[Difference, npt.NDArray[np.float64]] | None:
-    """a - b paired over shared seeds, with the per-seed differences; None below PAIRED_MIN_SEEDS pairs.
-    ``episodes``: held-out episodes per run (:func:`paired_difference`)."""
-    shared = sorted(set(a) & set(b))
-    if len(shared) < PAIRED_MIN_SEEDS:
-        return None
-    t, base = np.array([a[k] for k in shared]), np.array([b[k] for k in shared])
-    return paired_difference(t, base, episodes=episodes), t - base
-
-
-def _run_episodes(*rows: dict[str, Any]) -> int | None:
-    """Held-out episodes per run of the fewest-episode summary row; ``None`` when a row measured none."""
-    per_run = [r["episodes"] // r["seeds"] for r in rows if r["seeds"] and r["episodes"]]
-    return min(per_run) if len(per_run) == len(rows) else None
-
-
-def against_baseline(
-    summary: pl.DataFrame,
-    baseline: str,
-    *,
-    variant: str,
-    horizon: str | None = None,
-    higher_is_better: bool = True,
-    per_seed: pl.DataFrame | None = None,
-    seed: str = "seed",
-    rate: str = "rate",
-    effect: float = 5.0,
-) -> pl.DataFrame:
-    """Each variant's difference from ``baseline``, its SE and sigma, power, like-for-like, tie-aware rank.
-
-    summary: the output of :func:`variant_summary`. With ``per_seed`` (one row per run: ``variant``,
-    ``seed``, ``rate`` as a fraction) a variant that shares at least :data:`PAIRED_MIN_SEEDS` seeds with
-    the baseline is compared seed by seed (:func:`paired_difference`, ``dominant_difference`` =
-    ``paired``, with a bootstrap 95% interval of the mean paired difference); otherwise the two means are
-    taken as independent. ``mde`` is the difference that would clear 2 sigma with the seeds at hand and
-    ``seeds_needed`` the seeds at which ``effect`` points would. Ranks use paired SEs where they exist.
-    Adds difference, se_difference, sigma, dominant_difference, pairs, diff_ci_low, diff_ci_high, mde,
-    seeds_needed, [horizon_ratio, like_for_like], rank.
-    """
-    names = summary[variant].to_list()
-    if baseline not in names:
-        raise ValueError(f"`baseline={baseline!r}` is invalid; choose one of {names}")
-    seeds_of = _per_seed(per_seed, variant, seed, rate) if per_seed is not None else {}
-    rows = summary.to_dicts()
-    base_row = rows[names.index(baseline)]
-    rank_of = _tie_aware_ranks(rows, names, seeds_of, higher_is_better)
-    extra = []
-    for i, row in enumerate(rows):
-        paired = (
-            _paired(seeds_of.get(names[i], {}), seeds_of.get(baseline, {}), _run_episodes(row, base_row))
-            if names[i] != baseline
-            else None
-        )
-        extra.append(_comparison(row, base_row, paired, horizon, effect) | {"rank": rank_of.get(i)})
-    schema = {
-        "difference": pl.Float64,
-        "se_difference": pl.Float64,
-        "sigma": pl.Float64,
-        "dominant_difference": pl.String,
-        "pairs": pl.Int64,
-        "diff_ci_low": pl.Float64,
-        "diff_ci_high": pl.Float64,
-        "mde": pl.Float64,
-        "seeds_needed": pl.Int64,
-        **({"horizon_ratio": pl.Float64, "like_for_like": pl.Boolean} if horizon else {}),
-        "rank": pl.Int64,
-    }
-    return pl.concat([summary, pl.DataFrame(extra, schema=schema)], how="horizontal")
-
-
-def _estimate(row: dict[str, Any]) -> MeanSE | None:
-    """A summary row's mean and SE, ``None`` for a variant with no measured seed."""
-    if row["mean"] is None:
-        return None
-    return MeanSE(**{k: row[k] for k in ("mean", "se", "se_binomial", "se_seeds", "seeds", "episodes")})
-
-
-def _tie_aware_ranks(
-    rows: list[dict[str, Any]], names: list[Any], seeds_of: dict[Any, dict[Any, float]], higher_is_better: bool
-) -> dict[int, int]:
-    """Row index -> rank among the measured variants, with paired SEs between arms where they exist."""
-    measured = [i for i, r in enumerate(rows) if r["mean"] is not None]
-    pair_se = np.full((len(measured), len(measured)), np.nan)
-    for a, i in enumerate(measured):
-        for b, j in enumerate(measured):
-            if a == b:
-                continue
-            got = _paired(seeds_of.get(names[j], {}), seeds_of.get(names[i], {}), _run_episodes(rows[i], rows[j]))
-            if got is not None:
-                pair_se[a, b] = got[0].se
-    ranks = rank_with_ties(
-        [rows[i]["mean"] for i in measured],
-        [rows[i]["se"] for i in measured],
-        higher_is_better=higher_is_better,
-        pair_se=pair_se,
-    )
-    return dict(zip(measured, ranks.tolist(), strict=True))
-
-
-def _comparison(
-    row: dict[str, Any],
-    base_row: dict[str, Any],
-    paired: tuple[Difference, npt.NDArray[np.float64]] | None,
-    horizon: str | None,
-    effect: float,
-) -> dict[str, Any]:
-    """One variant against the baseline: the difference (paired by seed when ``paired``), its interval,
-    power, and whether the horizons match."""
-    est, base = _estimate(row), _estimate(base_row)
-    d = paired[0] if paired else (difference(est, base) if est is not None and base is not None else None)
-    ci = bootstrap_ci(paired[1]) if paired else (None, None)
-    n = len(paired[1]) if paired else min(row["seeds"] or 0, base_row["seeds"] or 0)
-    horizons = horizon_match(row[horizon], base_row[horizon]) if horizon else {}
-    se_ok = d is not None and math.isfinite(d.se)
-    return {
-        "difference": None if d is None else d.difference,
-        "se_difference": None if d is None else d.se,
-        "sigma": None if d is None else d.sigma,
-        "dominant_difference": None if d is None else d.dominant,
-        "pairs": len(paired[1]) if paired else 0,
-        "diff_ci_low": ci[0],
-        "diff_ci_high": ci[1],
-        "mde": min_detectable_effect(d.se) if se_ok and d is not None else None,
-        # seeds do not shrink a held-out bound (every seed plays the same held-out set)
-        "seeds_needed": seeds_needed(d.se, n, effect)
-        if se_ok and d is not None and n and d.dominant != "held-out"
-        else None,
-        **horizons,
-    }

@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from simlab import tracking
+from simlab import stores, tracking
 from simlab.sweep import load_spec
 from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
 from simlab.sweep.runner import SweepResult, run_sweep
@@ -72,9 +72,10 @@ def main() -> None:
     backend = load_backend(args.backend)
     if backend.prepare is not None:  # the cached base checkpoints: shared, never part of a trial
         t0 = time.perf_counter()
-        backend.prepare(
-            [backend.build(s, spec.seeds[0]) for s in probe_settings(spec)], tracking.repo_root() / "mlruns"
-        )
+        # where the sweeps below look for them: <home>/mlruns ($SIMLAB_HOME, else the working folder), never
+        # the checkout's own store
+        cfgs = [backend.build(s, seed) for seed in spec.seeds for s in probe_settings(spec)]
+        backend.prepare(cfgs, stores.home() / stores.STORE_DIR, 2)
         print(f"base checkpoints ready in {time.perf_counter() - t0:.1f} s")
     print(
         f"spec {args.spec}: {len(spec.cells())} trials "

@@ -5,6 +5,7 @@ Bad input exits with code 2 and a message that names the field, the bad value an
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect as inspect_module
 import json
@@ -15,10 +16,53 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from simlab.errors import ConfigError, TrainingDiverged
 
-app = typer.Typer(
+
+class PlainHelpCommand(TyperCommand):
+    """A command whose ``--help`` shows its flags plainly (``--json``, not ``--json <bool>``) and its
+    arguments as ``SPEC`` / ``[CONFIG]`` in the usage line (typer 0.29 writes ``{spec}``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _plain_metavar(param)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The ``--help`` flag, shown without a type like every other flag."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _plain_metavar(option)
+        return option
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``[OPTIONS] SPEC``: a required argument bare, an optional one in brackets."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.display_name_raw + ("..." if param.nargs != 1 else "")
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+def _plain_metavar(param: Any) -> None:
+    if isinstance(param, TyperOption) and param.is_flag and not param.count:
+        param.metavar = ""  # a flag takes no value: no type column
+    elif isinstance(param, TyperArgument) and param.metavar is None:
+        param.metavar = (param.name or "").upper()
+
+
+class _Typer(typer.Typer):
+    """Every command of the app is a :class:`PlainHelpCommand`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", PlainHelpCommand)
+        return super().command(*args, **kwargs)
+
+
+app = _Typer(
     name="simlab",
     help="Simulate compaction-aware RL: credit assignment across compaction boundaries.",
     no_args_is_help=True,
@@ -30,6 +74,10 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """simlab: segmented rollouts, every published credit-assignment choice, sweeps and analysis."""
+
+
+Alpha = Annotated[float, typer.Option("--alpha", help="Two-sided significance level (each TOST test: one-sided).")]
+Power = Annotated[float, typer.Option("--power", help="Power at which detectable effects and seed counts are stated.")]
 
 
 def fail(message: str | Exception) -> typer.Exit:
@@ -136,7 +184,8 @@ def inspect(
         8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
     ),
     set_: list[str] = typer.Option(  # noqa: B008
-        [], "--set", help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
+        [], "--set", metavar="KEY=VALUE",
+        help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
     ),
     vs_sliding: bool = typer.Option(
         False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
@@ -206,7 +255,9 @@ def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[
 @app.command()
 def train(
     config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
-    set_: Annotated[list[str], typer.Option("--set", help="Override KEY=VALUE, e.g. train.lr=1e-3.")] = [],  # noqa: B006
+    set_: Annotated[
+        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): train.lr=1e-3.")
+    ] = [],  # noqa: B006
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: <store>/runs/<time>-<recipe>).")] = None,  # noqa: UP045
     store: Annotated[
         Optional[Path],  # noqa: UP045
@@ -316,7 +367,7 @@ def sweep(
         typer.echo(f"results table: {table} (and {table.with_suffix('.md')})")
     _print_report(parsed.name, result.tracking_uri)
     ui_hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
-    typer.echo(f"browse the runs with: simlab ui{ui_hint}")
+    typer.echo(f"browse the runs with: {command_name()} ui{ui_hint}")
 
 
 @app.command()
@@ -339,7 +390,27 @@ def worker(
     _write_summary(parsed, result)
     typer.echo(f"done: the grid is finished; this worker ran {result.ran} trial(s) in {result.wall_s:.1f} s")
     hint = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
-    typer.echo(f"report: simlab report {parsed.name}{hint}")
+    typer.echo(f"report: {command_name()} report {parsed.name}{hint}")
+
+
+def command_name() -> str:
+    """How to run simlab again from the user's shell: ``simlab`` when that name on the PATH is this
+    install, else the path of this install's script (``.venv/bin/simlab`` when it lies under the working
+    folder): a fresh setup never activates its venv, so a bare ``simlab`` in a hint would not be found."""
+    import os
+    import shutil
+
+    script = Path(sys.argv[0])
+    if script.name != "simlab" or not script.is_file():  # python -m simlab.cli, or a test runner
+        script = Path(sys.executable).parent / "simlab"
+    if not script.is_file():
+        return "simlab"
+    found = shutil.which("simlab")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "simlab"
+    where = script.absolute()
+    cwd = Path.cwd()
+    return os.path.relpath(where, cwd) if where.is_relative_to(cwd) else str(where)
 
 
 def _write_summary(spec: Any, result: Any) -> Path | None:
@@ -372,10 +443,11 @@ def _print_report(experiment: str, tracking_uri: str) -> None:
         typer.echo(f"no report: {exc}")
         return
     except (ValueError, OSError) as exc:  # the trials are done and stored: a report failure must not hide that
-        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `simlab report {experiment}`")
+        typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `{command_name()} report {experiment}`")
         return
     typer.echo(made.markdown)
     typer.echo(f"report files: {made.files[0].parent} (also artifacts of the parent run {made.logged_to})")
+    _summary_on_parent(made, tracking_uri)
 
 
 @app.command()
@@ -395,38 +467,128 @@ def report(
         bool, typer.Option("--against-published", help="Add the published ablation deltas for the same choices.")
     ] = False,
     effect: Annotated[
-        float, typer.Option("--effect", help="Effect size in points for the seeds-needed column of ties.")
+        float, typer.Option("--effect", help="Equivalence margin and effect size in points: a tie is decided by "
+                                             "a TOST within +-EFFECT, and undecided rows give the seeds it needs.")
     ] = 5.0,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", help="Compacted success (points) whose first RL step the speed table gives."),
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<home>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Every variant's mean and SE over seeds, its difference from a baseline with SE and sigma, figures."""
-    from simlab.analysis.report import build_report
-
-    if not (math.isfinite(effect) and effect > 0):
-        raise fail(f"`--effect={effect!r}` is invalid; choose an effect size > 0 points")
+    """Every variant's mean and SE over seeds and instances, its difference from a baseline, power, figures."""
     try:
+        if out is not None:
+            from simlab.analysis.tables import check_output_dir
+
+            check_output_dir(out)  # the options first, as `simlab audit`
+        _check_experiment(experiment, tracking_uri)  # before MLflow and the report's own imports (seconds)
+        levels = report_levels(effect, alpha, power, threshold)
+        from simlab.analysis.report import build_report
+
         made = build_report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
-            effect=effect,
+            levels=levels, threshold=threshold,
         )
-    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri
+    except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
+    if baseline is None:  # the parent's summary is the sweep's own report, against its own baseline
+        _summary_on_parent(made, tracking_uri)
     for why in made.skipped:
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
 
 
+def summary_rows(table: Any) -> list[dict[str, Any]]:
+    """The per-variant numbers the sweep's parent run logs, from the report's variant table
+    (:func:`simlab.analysis.report.variant_table`; only these of its columns: evaluation, statistic, variant,
+    baseline, mean, se, difference, se_difference, sigma). The baseline has no difference from itself; a
+    statistic other than the final value is named after its evaluation (``compacted_auc``)."""
+    rows = []
+    for r in table.to_dicts():
+        stats = {"mean": r.get("mean"), "se": r.get("se")}
+        if r.get("variant") != r.get("baseline"):
+            stats |= {"diff": r.get("difference"), "diff_se": r.get("se_difference"), "sigma": r.get("sigma")}
+        statistic = r.get("statistic")
+        evaluation = r.get("evaluation") if statistic in (None, "final") else f"{r.get('evaluation')}_{statistic}"
+        rows.append({"evaluation": evaluation, "variant": r.get("variant"), "stats": stats})
+    return rows
+
+
+def _summary_on_parent(made: Any, tracking_uri: str | None) -> None:
+    """Log the report's per-variant summary on the sweep's parent run and refresh the sweep's UI views, so
+    that the parent row alone shows the result; a failure is said, never raised (the report is written)."""
+    from simlab import tracking
+
+    if made.logged_to is None:
+        return
+    try:
+        store = tracking.resolve_store(tracking_uri)
+        tracking.log_summary(store, made.logged_to, summary_rows(made.table))
+        tracking.write_views(store.client(), made.sweep.experiment_id)
+    except Exception as exc:  # the store is MLflow's: its errors are not simlab's to list
+        typer.echo(f"summary not logged on the parent run: {type(exc).__name__}: {exc}", err=True)
+
+
+def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
+    """Raise :class:`~simlab.errors.ReportError` when a local store (sqlite) has no active experiment of
+    that name or id, naming the ones it has. Reads the file directly: importing MLflow takes seconds.
+    Any other store, or a file this cannot read, is left to the report's own check."""
+    import sqlite3
+
+    from simlab import stores
+    from simlab.errors import ReportError
+
+    uri, _ = stores.tracking_uri(tracking_uri, stores.home())
+    db = stores.sqlite_path(uri)
+    if db is None:
+        return
+    if not db.is_file():  # reading must not create an empty store
+        raise ReportError(f"experiment {experiment!r} does not exist in {uri} (no such file); run `simlab sweep` "
+                          "first", key="experiment", value=experiment, allowed="run `simlab sweep` first")
+    try:
+        with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
+            rows = conn.execute("SELECT experiment_id, name FROM experiments WHERE lifecycle_stage = 'active' "
+                                "ORDER BY experiment_id").fetchall()
+    except sqlite3.Error:
+        return
+    if any(experiment in (str(eid), name) for eid, name in rows):
+        return
+    have = ", ".join(repr(name) for _, name in rows) or "none"
+    raise ReportError(f"experiment {experiment!r} does not exist in {uri}; choose one of its experiments ({have}) "
+                      "or run `simlab sweep` first", key="experiment", value=experiment, allowed=have)
+
+
+def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
+    """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
+    from simlab.analysis.power import check_levels
+    from simlab.analysis.report import Levels
+
+    if not (math.isfinite(effect) and effect > 0):
+        raise ConfigError.invalid("--effect", effect, "choose an effect size > 0 points")
+    if threshold is not None and not (math.isfinite(threshold) and 0 <= threshold <= 100):
+        raise ConfigError.invalid("--threshold", threshold, "choose a success level in [0, 100] points")
+    check_levels(alpha, power)
+    return Levels(effect=effect, alpha=alpha, power=power)
+
+
 @app.command()
 def findings(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON records.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the full Markdown table (mechanisms, what seeds varied).")
+    ] = False,
     export: Annotated[
-        bool, typer.Option("--export", help="Write each finished sweep's per-run table to analysis/findings/.")
+        bool, typer.Option("--export", help="Write each finished sweep's per-run table, histories and per-episode "
+                                            "outcomes to analysis/findings/.")
     ] = False,
     source: Annotated[
         str, typer.Option("--source", help="Where runs come from: auto (the store, else the exports), store, exports.")
@@ -434,28 +596,45 @@ def findings(
     specs: Annotated[
         Path | None, typer.Option("--specs", help="Folder of findings specs (default: sweeps/findings).")
     ] = None,
+    alpha: Alpha = 0.05,
+    power: Power = 0.8,
+    figures: Annotated[
+        Path | None, typer.Option("--figures", help="Existing folder for one dose-response figure per campaign.")
+    ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                                             "else sqlite:///<repo>/mlruns/mlflow.db)."),
     ] = None,
 ) -> None:
-    """Each published credit-assignment finding beside simlab's paired difference, control and verdict."""
+    """Each published finding beside simlab's difference, its control and a verdict (a compact table)."""
     from simlab.analysis import findings as fd
+    from simlab.analysis import findings_text
+    from simlab.analysis.power import check_levels
+    from simlab.analysis.tables import check_output_dir
 
-    if source not in ("auto", "store", "exports"):
-        raise fail(f"`--source={source!r}` is invalid; choose one of 'auto', 'store', 'exports'")
-    if specs is not None and not specs.is_dir():
-        raise fail(f"`--specs={str(specs)!r}` is invalid; choose an existing folder of findings specs")
     try:
+        if source not in ("auto", "store", "exports"):
+            raise ConfigError.invalid("--source", source, "choose one of 'auto', 'store', 'exports'")
+        if specs is not None and not specs.is_dir():
+            raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
+        check_levels(alpha, power)
+        if figures is not None:
+            check_output_dir(figures)
         rows = fd.load_rows(specs or fd.SPEC_DIR)
         if export:
             for path in fd.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
-        found = fd.gather(rows, tracking_uri=tracking_uri, source=source)  # type: ignore[arg-type]
-    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri
+        found = fd.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
+                          levels=fd.Levels(alpha, power))
+    except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
-    typer.echo(json.dumps(_json_safe(found.rows), indent=2) if json_out else fd.to_markdown(found))
+    for path in fd.dose_figures(found, figures) if figures is not None else []:
+        typer.echo(f"figure {path}", err=True)
+    if json_out:
+        typer.echo(json.dumps(_json_safe(found.rows), indent=2))
+    else:
+        typer.echo(findings_text.to_markdown(found) if markdown else findings_text.to_compact(found))
 
 
 @app.command()
@@ -488,8 +667,9 @@ def ui(
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     typer.echo(f"MLflow UI for {store.tracking_uri} at {url}  (Ctrl-C stops it)")
-    for name, runs, charts in tracking.sweep_links(store, url):
-        typer.echo(f"  sweep {name}: runs {runs}\n{' ' * (9 + len(name))}charts {charts}")
+    for links in tracking.sweep_links(store, url):
+        typer.echo(f"  sweep {links.name}:\n    trials   {links.trials}\n    charts   {links.charts}\n"
+                   f"    summary  {links.summary}")
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
 
 

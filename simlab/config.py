@@ -235,6 +235,23 @@ class EvalConfig(Section):
     a seed still share their instances."""
     single_window: Annotated[bool, Flag()] = True
     """Also evaluate with compaction disabled (trigger ``none``); the seed warns the two diverge."""
+    curve_episodes: Annotated[int | None, Maybe(IntIn(1, BATCH_MAX))] = None
+    """Held-out episodes of each intermediate evaluation (the first ones of the held-out set), for cheap
+    learning curves when ``every`` is small; ``None``: all ``episodes``. The final evaluation always plays
+    the full set."""
+    curve_single_window: Annotated[bool, Flag()] = True
+    """Intermediate evaluations also play single-window (when ``single_window``); ``False``: compacted only."""
+
+    def check(self) -> None:
+        """The learning-curve subset is part of the held-out set."""
+        if self.curve_episodes is not None and self.curve_episodes > self.episodes:
+            raise self.invalid("curve_episodes", f"it is a subset of the held-out set: choose an integer in "
+                               f"[1, {self.episodes}] (eval.episodes) or leave it unset")
+
+    @property
+    def curve_size(self) -> int:
+        """Episodes of an intermediate evaluation."""
+        return self.episodes if self.curve_episodes is None else self.curve_episodes
 
 
 POLICY_MARGIN = 16

@@ -44,10 +44,13 @@ SUMMARY_HOLDS_ANSWER = "summary_holds_answer"
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
            SUMMARY_HOLDS_ANSWER)
 """What :func:`simlab.train.rollout_metrics` logs under each rollout prefix."""
+EPISODES = "episodes"
+"""Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
+evaluations may play a subset, ``eval.curve_episodes``)."""
 TOKENS_PER_EPISODE = "tokens_per_episode"
 KEYS_PER_EPISODE = "keys_per_episode"
 MFLOPS_PER_EPISODE = "mflops_per_episode"
-COST = (TOKENS_PER_EPISODE, KEYS_PER_EPISODE, MFLOPS_PER_EPISODE)
+COST = (EPISODES, TOKENS_PER_EPISODE, KEYS_PER_EPISODE, MFLOPS_PER_EPISODE)
 """What :func:`simlab.train.cost_metrics` logs under each evaluation prefix."""
 
 
@@ -181,8 +184,21 @@ PARENT_TAG = "mlflow.parentRunId"
 RUN_NAME_TAG = "mlflow.runName"
 METRICS_TABLE_TAG = "simlab.metrics_table"
 """On a trial's run: the artifact path of its metric-history export (``simlab.tracking.METRICS_TABLE``)."""
+EPISODES_TABLE = "tables/episodes.parquet"
+"""A run's per-episode evaluation outcomes: one row per held-out episode of every evaluation
+(:data:`EPISODE_COLUMNS`)."""
+EPISODES_TABLE_TAG = "simlab.episodes_table"
+"""On a trial's run: the artifact path of its per-episode export (:data:`EPISODES_TABLE`)."""
+EPISODE_COLUMNS = ("step", "evaluation", "instance", "success", "reward", "segments", "tokens", "overlong")
+"""The per-episode table: the RL step evaluated at, the evaluation (``compacted``, ``single_window``), the
+held-out instance seed, success (0/1), reward, segments, trunk tokens processed, and the overlong flag."""
 KIND_TAG = "mlflow.experimentKind"
 """MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
+RUN_COLOR_TAG = "mlflow.runColor"
+"""The colour MLflow's UI draws a run in: a trial's is its variant's (``simlab.tracking.variant_colors``)."""
+SUMMARY = "summary/"
+"""On a parent run: the per-variant summary, a metric ``summary/<evaluation>/<variant>/<stat>`` per number
+and a tag ``summary/<evaluation>/<variant>`` that reads ``74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)``."""
 
 
 def config_tag(key: str) -> str:
@@ -192,7 +208,7 @@ def config_tag(key: str) -> str:
 
 TAGS = (ROLE_TAG, SWEEP_TAG, TRIAL_TAG, REASON_TAG, CELL_TAG, VARIANT_TAG, SEED_TAG, BASELINE_TAG, FAILURE_TAG,
         SAMPLER_TAG, OBJECTIVE_TAG, STORAGE_TAG, GIT_COMMIT_TAG, VERSION_TAG, NOTE_TAG, PARENT_TAG, RUN_NAME_TAG,
-        METRICS_TABLE_TAG,
+        METRICS_TABLE_TAG, EPISODES_TABLE_TAG, RUN_COLOR_TAG,
         *(config_tag(k) for k in CONFIG_TAG_KEYS))
 """Every run tag simlab writes."""
 
@@ -204,6 +220,8 @@ ATTR_FAILURE = "failure"
 ATTR_REASON = "reason"
 ATTR_REPLACES = "replaces"
 """On a retry queued by the heartbeat check: the number of the stale trial it runs again."""
+ATTR_SEED = "seed"
+"""The trial's seed: a user attribute, not a parameter, so Optuna's importance ranks only the searched axes."""
 STUDY_FINGERPRINT = "simlab.fingerprint"
 """A study's user attr: the spec it was made from (a changed spec under the same name is refused)."""
 
@@ -216,7 +234,10 @@ PARAM_FRAC = "harness.frac"
 PARAM_MAX_COMPACTIONS = "harness.max_compactions"
 PARAM_TRIGGER = "harness.trigger"
 PARAM_T_COMP = "harness.t_comp"
-"""Params (flattened run config keys) the report reads: the evaluation size and the harness geometry."""
+PARAM_BASE_SEED = "base.seed"
+PARAM_EVAL_SEED = "eval.seed"
+"""Params (flattened run config keys) the report reads: the evaluation size, the harness geometry, and
+what the seeds vary."""
 
 
 # ----------------------------------------------------------------------------------------- checking

@@ -58,8 +58,10 @@ class JsonlSink:
         self._write_json("params.json", params)
 
     def set_tags(self, tags: dict[str, str]) -> None:
-        """Write ``tags.json`` (replacing an earlier one)."""
-        self._write_json("tags.json", tags)
+        """Add ``tags`` to ``tags.json`` (a tag set again takes its new value)."""
+        path = self.folder / "tags.json"
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        self._write_json("tags.json", {**earlier, **tags})
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Append one line to ``metrics.jsonl``; NaN and infinities become null."""

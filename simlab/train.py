@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+import polars as pl
 import torch
 from torch import Tensor
 
@@ -250,26 +252,58 @@ def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, fl
     """What the trunk spent per episode: tokens processed, keys attended, forward MFLOPs."""
     tokens, keys = agent.prefilled_tokens / episodes, agent.attended_keys / episodes
     return {
+        names.metric(prefix, names.EPISODES): float(episodes),
         names.metric(prefix, names.TOKENS_PER_EPISODE): tokens,
         names.metric(prefix, names.KEYS_PER_EPISODE): keys,
         names.metric(prefix, names.MFLOPS_PER_EPISODE): agent.policy.forward_flops(tokens, keys) / 1e6,
     }
 
 
-def evaluate(cfg: RunConfig, policy: Policy, base_path: Path | None = None) -> dict[str, float]:
-    """Held-out success in both configurations: compacted (the run's harness) and single-window."""
-    out: dict[str, float] = {}
-    configs = [(names.EVAL_COMPACTED, cfg.harness)]
-    if cfg.eval.single_window:
-        configs.append((names.EVAL_SINGLE_WINDOW, cfg.harness.replace(trigger="none")))
+def episode_rows(rb: RolloutBatch, evaluation: str, first_instance: int, step: int) -> pl.DataFrame:
+    """One row per held-out episode of an evaluation (:data:`simlab.names.EPISODE_COLUMNS`).
+
+    Episode j of an evaluation plays instance ``first_instance + j`` (one rollout per prompt), so the
+    arms of a seed and the evaluations of a run line up by instance.
+    """
+    rewards = np.array([r.reward for r in rb.rollouts], dtype=np.float32)
+    n = rewards.size
+    return pl.DataFrame({
+        "step": np.full(n, step, dtype=np.int32),
+        "evaluation": [evaluation] * n,
+        "instance": np.arange(first_instance, first_instance + n, dtype=np.int64),
+        "success": (rewards >= 1.0).astype(np.int8),
+        "reward": rewards,
+        "segments": rb.batch.segments_per_rollout.astype(np.int16),
+        "tokens": np.array([r.tokens for r in rb.rollouts], dtype=np.int32),
+        "overlong": np.array([not r.finished for r in rb.rollouts], dtype=np.bool_),
+    }).select(names.EPISODE_COLUMNS)
+
+
+def evaluate(
+    cfg: RunConfig, policy: Policy, base_path: Path | None = None, *, final: bool = True, step: int = 0
+) -> tuple[dict[str, float], pl.DataFrame]:
+    """Held-out success in both configurations (compacted: the run's harness; single-window), and the
+    per-episode outcomes behind it.
+
+    ``final``: the full held-out set (``eval.episodes``) in every configuration the run asks for; else an
+    intermediate evaluation, which plays the first ``eval.curve_episodes`` of the set, single-window only
+    when ``eval.curve_single_window``.
+    """
+    metrics: dict[str, float] = {}
+    rows = []
+    episodes = cfg.eval.episodes if final else cfg.eval.curve_size
+    configs = [(names.EVAL_COMPACTED, "compacted", cfg.harness)]
+    if cfg.eval.single_window and (final or cfg.eval.curve_single_window):
+        configs.append((names.EVAL_SINGLE_WINDOW, "single_window", cfg.harness.replace(trigger="none")))
     gen = torch.Generator(device=policy.device).manual_seed(cfg.eval_seed)
-    for prefix, harness in configs:
-        rb, _, agent = collect(cfg, policy, harness=harness, prompts=cfg.eval.episodes, group_size=1,
+    for prefix, evaluation, harness in configs:
+        rb, _, agent = collect(cfg, policy, harness=harness, prompts=episodes, group_size=1,
                                seed=cfg.eval_seed, generator=gen, base_path=base_path)
-        out.update(rollout_metrics(rb, prefix))
+        metrics.update(rollout_metrics(rb, prefix))
         assert agent is not None
-        out.update(cost_metrics(agent, cfg.eval.episodes, prefix))
-    return out
+        metrics.update(cost_metrics(agent, episodes, prefix))
+        rows.append(episode_rows(rb, evaluation, cfg.eval_seed, step))
+    return metrics, pl.concat(rows)
 
 
 # ---------------------------------------------------------------------------------------------- base model
@@ -323,9 +357,14 @@ def base_harness(cfg: RunConfig) -> HarnessConfig:
     return HarnessConfig().replace(**cfg.base_harness_settings())
 
 
+def base_path(cfg: RunConfig, store: Path) -> Path:
+    """Where ``cfg``'s base checkpoint is cached under the store folder."""
+    return Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+
+
 def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None, progress: Any = None) -> Path:
     """The cached base checkpoint for ``cfg`` (built once per task preset and base config)."""
-    path = Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+    path = base_path(cfg, store)
     if cfg.base.cache and path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -601,6 +640,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
     trainer = Trainer(cfg, policy, base_path)
     bar = tqdm(total=t.value_pretrain_steps + t.steps, desc="train", disable=not progress, leave=False)
     final: dict[str, float] = {}
+    outcomes: list[pl.DataFrame] = []
     with contextlib.closing(bar):
         for step in range(t.value_pretrain_steps):  # critic-only steps (CompactionRL's value pretraining)
             sink.log_metrics({names.PRETRAIN + k: v for k, v in trainer.step(step, policy_update=False).items()},
@@ -609,15 +649,26 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
         for step in range(t.steps + 1):
             metrics: dict[str, float] = {}
             if step % cfg.eval.every == 0 or step == t.steps:
-                final = evaluate(cfg, policy, base_path)
+                final, episodes = evaluate(cfg, policy, base_path, final=step == t.steps, step=step)
                 metrics.update(final)
+                outcomes.append(episodes)
             if step < t.steps:
                 metrics.update(trainer.step(step))
                 bar.update(1)
             sink.log_metrics(metrics, step=step)
+    log_episodes(sink, pl.concat(outcomes))
     if out_dir is not None:
         save_checkpoint(Path(out_dir) / "policy.pt", policy, meta=checkpoint_meta(cfg))
     return final
+
+
+def log_episodes(sink: MetricSink, outcomes: pl.DataFrame) -> None:
+    """Attach the run's per-episode outcomes (:data:`simlab.names.EPISODES_TABLE`) and tag the run with it."""
+    with tempfile.TemporaryDirectory(prefix="simlab-episodes-") as tmp:
+        path = Path(tmp) / Path(names.EPISODES_TABLE).name
+        outcomes.write_parquet(path, compression="zstd")
+        sink.log_artifact(path, str(Path(names.EPISODES_TABLE).parent))
+    sink.set_tags({names.EPISODES_TABLE_TAG: names.EPISODES_TABLE})
 
 
 def _with_value_head(policy: Policy, cfg: RunConfig) -> Policy:

@@ -15,6 +15,32 @@ from typer.testing import CliRunner
 from simlab.cli import app
 
 TOY = "tests.sweep.toy:BACKEND"
+TINY = """
+[base]
+preset = "keyrecall-tiny"
+recipe = "supo"
+[base.overrides]
+task.num_facts = 3
+task.horizon = [8, 10]
+task.vocab_size = 32
+harness.window = 40
+harness.summary_tokens = 4
+harness.max_compactions = 6
+policy.n_layer = 1
+policy.d_model = 32
+policy.n_head = 2
+base.steps = 2
+base.episodes = 8
+train.steps = 2
+train.prompts = 2
+train.group_size = 4
+train.minibatch_segments = 16
+eval.every = 1
+eval.episodes = 8
+[objective]
+metric = "eval/compacted/success"
+"""
+"""The trainer tests' tiny run as sweep overrides: a real trial of simlab's own trainer in seconds."""
 
 
 @dataclass(frozen=True)

@@ -465,3 +465,18 @@ def test_set_grammar_errors_name_the_item(tmp_path: Path, items: list[str], mess
 def test_policy_vocab_size_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"`policy.vocab_size=99` is invalid; it is set by the task"):
         resolve({"policy": {"vocab_size": 99}})
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (["eval.episodes=64", "eval.curve_episodes=65"],
+         "`eval.curve_episodes=65` is invalid; it is a subset of the held-out set: choose an integer in [1, 64]"),
+        (["eval.curve_episodes=0"], "`eval.curve_episodes=0` is invalid"),
+    ],
+)
+def test_a_learning_curve_subset_outside_the_held_out_set(tmp_path: Path, settings: list[str], message: str) -> None:
+    args = [a for s in settings for a in ("--set", s)]
+    out = run("train", *args, "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
+    _fails_cleanly(out, message)
+    assert list(tmp_path.iterdir()) == []

@@ -77,15 +77,16 @@ def test_regular_install_then_a_sweep_from_another_folder(tmp_path: Path) -> Non
     shipped = site / "simlab"
     assert sorted(p.name for p in (shipped / "specs" / "findings").glob("*.toml")) == sorted(
         p.name for p in (REPO / "sweeps" / "findings").glob("*.toml"))
-    assert sorted(p.name for p in (shipped / "analysis" / "findings").glob("*.csv")) == sorted(
-        p.name for p in (REPO / "analysis" / "findings").glob("*.csv"))
-    from simlab.analysis.findings import export_path, load_rows
+    assert sorted(p.name for p in (shipped / "analysis" / "findings").glob("*.*")) == sorted(
+        p.name for p in (REPO / "analysis" / "findings").glob("*.*"))  # per-run CSVs, histories, episodes
+    from simlab.analysis.findings import load_rows
+    from simlab.analysis.findings_data import export_paths
 
     rows = json.loads(_run([str(venv / "bin" / "simlab"), "findings", "--source", "exports", "--json"],
                            cwd=work, env=env).stdout)
     repo_rows = load_rows(REPO / "sweeps" / "findings")
     assert [r["id"] for r in rows] == [r.id for r in repo_rows]  # read from the installed specs
-    exported = {r.id for r in repo_rows if export_path(r.spec, REPO / "analysis" / "findings").is_file()}
+    exported = {r.id for r in repo_rows if export_paths(r.spec, REPO / "analysis" / "findings")["runs"].is_file()}
     assert {r["id"] for r in rows if r["verdict"] != "not run"} == exported  # and the installed exports
     assert list(work.iterdir()) == []  # reading the findings wrote nothing
     before = {p for p in venv.rglob("*") if "__pycache__" not in p.parts}

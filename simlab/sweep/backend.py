@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from simlab.config import RunConfig
 
 DEFAULT_BACKEND = "simlab.sweep.backend:SIMLAB"
+SWEEP_SEEDS = {"base.seed": "run", "eval.seed": "run"}
+"""What a sweep's seeds vary unless its spec says otherwise: each seed gets its own base model and its own
+held-out set (the arms of one seed still share both, so differences stay paired), so that "n seeds"
+describes the task rather than one base model on one set of instances. A spec that holds either fixed
+sets it in ``[base.overrides]`` and says why in its header."""
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,9 @@ class TrialBackend:
     """Resolved config -> searchable tags (recipe, estimator names, v_sum version)."""
     train: Callable[[Any, MetricSink, Path], dict[str, float]]
     """(config, sink, store folder) -> final metrics (the objective among them); metrics go to the sink."""
-    prepare: Callable[[list[Any], Path], None] | None = None
-    """Build what trials share (the cached base checkpoints) once, in the coordinator, before any trial."""
+    prepare: Callable[[list[Any], Path, int], None] | None = None
+    """(configs, store folder, workers): build what trials share (the cached base checkpoints) once, in
+    the coordinator, on up to ``workers`` processes, before any trial."""
 
 
 def load_backend(path: str) -> TrialBackend:
@@ -58,7 +64,7 @@ def load_backend(path: str) -> TrialBackend:
 def _simlab_build(settings: dict[str, Any], seed: int) -> RunConfig:
     from simlab.config import apply_overrides, resolve
 
-    overrides = dict(settings)
+    overrides = {**SWEEP_SEEDS, **settings}
     # the spec's top-level names map onto the run config's key paths
     for top, path in (("preset", "task.preset"), ("recipe", "train.recipe")):
         if top in overrides:
@@ -85,19 +91,40 @@ def _simlab_train(cfg: RunConfig, sink: MetricSink, store: Path) -> dict[str, fl
     return dict(train(cfg, sink, store=store))
 
 
-def _simlab_prepare(cfgs: list[RunConfig], store: Path) -> None:
+def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> None:
+    """The base checkpoints ``cfgs`` need and the store lacks: one per task preset, base config and (with
+    ``base.seed = "run"``) seed, built side by side on up to ``workers`` processes."""
     from tqdm import tqdm
 
+    from simlab.train import base_checkpoint, base_path
+
+    todo = {cfg.base_key(): cfg for cfg in cfgs if not (cfg.base.cache and base_path(cfg, store).exists())}
+    if not todo:
+        return
+    jobs = min(workers, len(todo))
+    if jobs == 1:
+        for cfg in todo.values():
+            with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
+                base_checkpoint(cfg, store, progress=bar.update)
+        return
+    from joblib import Parallel, delayed
+
+    bar = tqdm(total=len(todo), desc=f"base checkpoints on {jobs} processes", unit="base")
+    for _ in Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+        delayed(_one_base)(cfg, store) for cfg in todo.values()
+    ):
+        bar.update(1)
+    bar.close()
+
+
+def _one_base(cfg: RunConfig, store: Path) -> Path:
+    """One base checkpoint in a pool process, on one thread like a trial."""
+    from simlab.sweep.runner import limit_threads
+
+    limit_threads()
     from simlab.train import base_checkpoint
 
-    seen: set[str] = set()
-    for cfg in cfgs:
-        if cfg.base_key() in seen:  # one per task preset and base config, cached on disk
-            continue
-        seen.add(cfg.base_key())
-        # delay: a cached checkpoint returns at once and shows no bar
-        with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
-            base_checkpoint(cfg, store, progress=bar.update)
+    return base_checkpoint(cfg, store)
 
 
 SIMLAB = TrialBackend(

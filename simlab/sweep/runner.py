@@ -38,7 +38,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from simlab import names, stores, tracking
 from simlab.errors import SpecError
-from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
+from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN, ATTR_SEED
 from simlab.sweep import optuna_private as private
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
@@ -146,8 +146,24 @@ def _decode(value: Any, grid: Sequence[Any] | None) -> Any:
 
 
 def cell_params(cell: Cell) -> dict[str, Any]:
-    """A cell as Optuna parameters: list values JSON-encoded (categoricals hold scalars only), and the seed."""
-    return {**{k: _encode(v) for k, v in cell.params.items()}, "seed": cell.seed}
+    """A cell's point as Optuna parameters, list values JSON-encoded (categoricals hold scalars only). The
+    seed is no parameter: it goes in the trial's user attributes (:func:`cell_attrs`), so that Optuna's
+    parameter importance ranks the searched axes only."""
+    return {k: _encode(v) for k, v in cell.params.items()}
+
+
+def cell_attrs(cell: Cell) -> dict[str, Any]:
+    """The user attributes a queued cell starts with: its identity and its seed."""
+    return {ATTR_CELL: cell.key, ATTR_SEED: cell.seed}
+
+
+def trial_seed(trial: optuna.Trial | FrozenTrial, spec: SweepSpec) -> int:
+    """A trial's seed: its cell's (grid; a study from before the seed left the parameters recorded it
+    there too), else the seeds in turn over the trial numbers (tpe)."""
+    cell = trial.user_attrs.get(ATTR_CELL)
+    if cell is not None:
+        return int(json.loads(cell)["seed"])
+    return spec.seeds[trial.number % len(spec.seeds)]
 
 
 # --- study setup, reconcile, enqueue ---
@@ -278,6 +294,8 @@ class RequeueStale:
             retry = copy.deepcopy(trial)
             # the cell, not the dead worker's owner and run
             retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL], ATTR_REPLACES: trial.number}
+            if ATTR_SEED in trial.user_attrs:
+                retry.user_attrs[ATTR_SEED] = trial.user_attrs[ATTR_SEED]
             RetryHeartbeatStaleTrialCallback()(study, retry)
 
 
@@ -287,7 +305,7 @@ def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] =
     added = 0
     for cell in spec.cells():
         if cell.key not in have:
-            study.enqueue_trial(cell_params(cell), user_attrs={ATTR_CELL: cell.key})
+            study.enqueue_trial(cell_params(cell), user_attrs=cell_attrs(cell))
             added += 1
     return added
 
@@ -415,7 +433,8 @@ def _failure_kind(exc: BaseException) -> str:
     return "diverged" if names & {"TrainingDiverged", "FloatingPointError"} else "error"
 
 
-def _limit_threads() -> None:
+def limit_threads() -> None:
+    """One thread per worker process (trials and base builds run side by side)."""
     # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
     # set_num_threads one already imported; importing torch here would cost every worker seconds
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -452,7 +471,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     ``study``: reuse an open study (a worker running trial after trial) instead of opening one.
     """
     start = time.perf_counter()
-    _limit_threads()
+    limit_threads()
     study = study or open_study(ctx)
     trial = claim(study, ctx)
     if trial is None:
@@ -573,13 +592,13 @@ def run_trial(
     backend: TrialBackend = load_backend(ctx.backend)
     trial.set_user_attr(ATTR_OWNER, {**ctx.coordinator, "worker": os.getpid()})
     params = _suggest(trial, spec)
-    seed = int(params.pop("seed"))
-    cell = Cell(params, seed)
+    cell = Cell(params, trial_seed(trial, spec))
     if spec.sampler == "tpe":
-        trial.set_user_attr(ATTR_CELL, cell.key)
+        for key, value in cell_attrs(cell).items():
+            trial.set_user_attr(key, value)
 
     t0 = time.perf_counter()
-    cfg, config_tags, build_error = _build(backend, spec.settings(params), seed)
+    cfg, config_tags, build_error = _build(backend, spec.settings(params), cell.seed)
     run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
     run.create_s = time.perf_counter() - t0
     if build_error is not None:
@@ -626,12 +645,6 @@ def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
             out[axis.key] = trial.suggest_categorical(axis.key, list(d.choices))
     if spec.variants:
         out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
-    if spec.sampler == "grid":
-        # an int range, not a categorical: Optuna refuses a categorical whose choices change, and a rerun
-        # with added seeds widens the range (the queued value is returned as it was enqueued)
-        out["seed"] = trial.suggest_int("seed", min(spec.seeds), max(spec.seeds))
-    else:  # seeds cycle over the trials; the sampler does not search over them
-        out["seed"] = spec.seeds[trial.number % len(spec.seeds)]
     return out
 
 
@@ -816,14 +829,16 @@ def open_sweep(
     return OpenSweep(spec, study, study_store, store, client, root, ctx, reconciled)
 
 
-def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None]) -> None:
-    """Build what the trials share (cached base checkpoints) in this process, before any trial."""
+def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int = 1) -> None:
+    """Build what the trials share (cached base checkpoints, one per seed when seeds vary the base model)
+    on up to ``workers`` processes, before any trial."""
     trial_backend = load_backend(sweep.ctx.backend)
     if trial_backend.prepare is None:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
-    cfgs = [trial_backend.build(settings, sweep.spec.seeds[0]) for settings in probe_settings(sweep.spec)]
-    trial_backend.prepare(cfgs, sweep.root / "mlruns")
+    points = probe_settings(sweep.spec)
+    cfgs = [trial_backend.build(settings, seed) for seed in sweep.spec.seeds for settings in points]
+    trial_backend.prepare(cfgs, sweep.root / "mlruns", workers)
 
 
 def drain(
@@ -894,7 +909,7 @@ def run_sweep(
     status, reason = "FINISHED", ""
     try:
         if todo:
-            prepare_shared(sweep, echo)
+            prepare_shared(sweep, echo, workers)
         _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"

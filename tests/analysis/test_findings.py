@@ -6,9 +6,13 @@ import json
 import math
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from simlab.analysis import findings as fd
+from simlab.analysis import findings_data as fdd
+from simlab.analysis import findings_text
+from simlab.analysis.findings_data import SpecData
 from tests.stores import run_cli
 
 METRIC = "eval/compacted/success"
@@ -43,30 +47,40 @@ def frame(arms: dict[str, list[float]], shift: float = 0.1):
             runs.append({"run_id": run_id, "status": "FINISHED", "variant": variant, "seed": seed})
             hist[run_id] = {METRIC: [0.25, final], "health/baseline_shift/mean": [shift, 3 * shift]}
     runs.append({"run_id": "x", "status": "FAILED", "variant": "preset=neg,estimator=tg", "seed": 9})
-    return fd.runs_from_histories(runs, hist, {METRIC, "health/baseline_shift/mean"})
+    return SpecData(fdd.runs_from_histories(runs, hist, {METRIC, "health/baseline_shift/mean"}))
 
 
 TG, RG = "preset=neg,estimator=tg", "preset=neg,estimator=rg"
 CTG, CRG = "preset=zero,estimator=tg", "preset=zero,estimator=rg"
 
 
-def test_reproduced_when_the_sign_matches_at_two_sigma_and_the_control_ties(tmp_path):
+def test_reproduced_when_the_sign_matches_at_two_sigma_and_the_control_is_a_decided_tie(tmp_path):
     # paired differences -5, -7, -6, -6 points: mean -6, s_d = sqrt(2/3), se = s_d / 2 -> about -14.7 sigma
     f = frame({TG: [0.50, 0.48, 0.49, 0.50], RG: [0.55, 0.55, 0.55, 0.56],
-               CTG: [0.60, 0.62, 0.58, 0.60], CRG: [0.61, 0.60, 0.59, 0.61]})
+               CTG: [0.600, 0.605, 0.590, 0.600], CRG: [0.600, 0.600, 0.595, 0.600]})
     got = fd.evaluate_row(row(tmp_path), f, "store")
     assert got["difference"] == pytest.approx(-6.0)
     assert got["se"] == pytest.approx(math.sqrt(2 / 3) / 2)
-    assert got["paired"] and got["seeds"] == 4
-    assert got["verdict"] == "reproduced"
-    assert abs(got["control_sigma"]) < 2  # control: -1, +2, -1, -1 -> mean -0.25, se 0.75
+    assert got["se_from"] == "seeds" and got["seeds"] == 4 and got["df"] == 3
+    # control: 0, +0.5, -0.5, 0 -> mean 0, se 0.204; the 90% interval +-2.35 x 0.204 lies inside +-2 (half of 4)
+    assert got["control_decided"] and got["control_tost_p"] < 0.05
+    assert got["verdict"] == "reproduced" and got["reason"] == "14.7 sigma"
     # the mechanism: mean over steps per run (0.1, 0.3 -> 0.2), then over seeds
     assert got["mechanism"][0]["treatment"] == pytest.approx(0.2)
 
 
+def test_a_control_that_is_not_a_decided_tie_leaves_the_row_undecided(tmp_path):
+    # the control: -1, +2, -1, -1 -> mean -0.25, se 0.75; its 90% interval [-2.0, +1.5] pokes out of +-2
+    f = frame({TG: [0.50, 0.48, 0.49, 0.50], RG: [0.55, 0.55, 0.55, 0.56],
+               CTG: [0.60, 0.62, 0.58, 0.60], CRG: [0.61, 0.60, 0.59, 0.61]})
+    got = fd.evaluate_row(row(tmp_path), f, "store")
+    assert got["verdict"] == "undecided" and "but the control is" in got["reason"]
+    assert got["control_seeds_to_decide"] > 4
+
+
 def test_opposite_sign_and_a_moving_control(tmp_path):
     f = frame({TG: [0.60, 0.62, 0.61], RG: [0.50, 0.51, 0.50],
-               CTG: [0.61, 0.60, 0.62], CRG: [0.60, 0.60, 0.61]})
+               CTG: [0.60, 0.60, 0.61], CRG: [0.60, 0.60, 0.61]})
     assert fd.evaluate_row(row(tmp_path), f, "store")["verdict"] == "opposite"
     moved = frame({TG: [0.60, 0.62, 0.61], RG: [0.50, 0.51, 0.50],
                    CTG: [0.70, 0.72, 0.71], CRG: [0.60, 0.61, 0.60]})
@@ -74,22 +88,32 @@ def test_opposite_sign_and_a_moving_control(tmp_path):
     assert got["verdict"] == "control moved" and got["reason"].startswith("control +10.7")
 
 
-def test_a_tie_is_decided_only_when_its_mde_is_at_most_half_the_published_delta(tmp_path):
-    # d = +1, -1, +1, -1 -> mean 0, s_d = sqrt(4/3), se = s_d / 2 = 0.577, MDE 1.15 <= 2.0 (half of 4.0)
+def test_a_tie_is_decided_only_by_the_tost(tmp_path):
+    # d = +1, -1, +1, -1 -> mean 0, se 0.577, df 3: 90% interval +-1.36 inside +-2 (half of 4.0)
     tight = frame({TG: [0.51, 0.49, 0.51, 0.49], RG: [0.50] * 4, CTG: [0.5] * 4, CRG: [0.5] * 4})
     got = fd.evaluate_row(row(tmp_path), tight, "store")
-    assert got["verdict"] == "tie" and got["mde"] == pytest.approx(2 * math.sqrt(4 / 3) / 2)
-    assert got["reason"].startswith("decided: MDE 1.2 <= 2.0")
+    assert got["verdict"] == "tie" and got["decided"] and got["reason"].startswith("TOST p = ")
+    assert got["margin"] == 2.0
+    # at 80% power with t quantiles for 4 seeds the MDE is 4.16 SE, not 2 SE
+    assert got["mde"] == pytest.approx(4.16 * math.sqrt(4 / 3) / 2, rel=0.01)
     loose = frame({TG: [0.60, 0.40, 0.55], RG: [0.50] * 3, CTG: [0.5] * 3, CRG: [0.5] * 3})
-    assert fd.evaluate_row(row(tmp_path), loose, "store")["reason"].startswith("undecided")
+    got = fd.evaluate_row(row(tmp_path), loose, "store")
+    assert got["verdict"] == "undecided" and "seeds would decide a tie" in got["reason"]
     same = frame({TG: [0.5] * 3, RG: [0.5] * 3, CTG: [0.5] * 3, CRG: [0.5] * 3})
-    assert fd.evaluate_row(row(tmp_path), same, "store")["reason"] == "the arms were identical in every seed"
+    assert fd.evaluate_row(row(tmp_path), same, "store")["verdict"] == "tie"
+
+
+def test_alpha_and_power_move_the_detectable_effect(tmp_path):
+    f = frame({TG: [0.51, 0.49, 0.51, 0.49], RG: [0.50] * 4, CTG: [0.5] * 4, CRG: [0.5] * 4})
+    plain = fd.evaluate_row(row(tmp_path), f, "store")
+    strict = fd.evaluate_row(row(tmp_path), f, "store", levels=fd.Levels(alpha=0.01, power=0.9))
+    assert strict["mde"] > plain["mde"] and (strict["alpha"], strict["power"]) == (0.01, 0.9)
 
 
 def test_too_few_seeds_to_pair_falls_back_to_independent_means(tmp_path):
     f = frame({TG: [0.50, 0.52], RG: [0.40, 0.44], CTG: [0.5, 0.5], CRG: [0.5, 0.5]})
     got = fd.evaluate_row(row(tmp_path), f, "store")
-    assert not got["paired"] and got["difference"] == pytest.approx(9.0)
+    assert got["difference"] == pytest.approx(9.0)
     # se = sqrt(s_t^2 / 2 + s_b^2 / 2) with s_t^2 = 2, s_b^2 = 8 (points^2)
     assert got["se"] == pytest.approx(math.sqrt(2 / 2 + 8 / 2))
     assert fd.evaluate_row(row(tmp_path), None, "none")["verdict"] == "not run"
@@ -106,7 +130,7 @@ def test_slope_statistic(tmp_path):
                 run_id = f"{arm},h={h}/{seed}"
                 runs.append({"run_id": run_id, "status": "FINISHED", "variant": f"{arm},horizon={h}", "seed": seed})
                 hist[run_id] = {"steps": [float(h)], "cost": [(1 + 0.01 * seed) * h**power]}
-    f = fd.runs_from_histories(runs, hist, {"cost", "steps"})
+    f = SpecData(fdd.runs_from_histories(runs, hist, {"cost", "steps"}))
     got = fd.evaluate_row(r, f, "store")
     assert got["difference"] == pytest.approx(1.0)  # quadratic minus linear
     assert got["verdict"] == "reproduced" and got["control_difference"] == pytest.approx(0.0)
@@ -114,14 +138,18 @@ def test_slope_statistic(tmp_path):
 
 def test_export_round_trip(tmp_path):
     f = frame({TG: [0.50, 0.48, 0.49], RG: [0.55, 0.55, 0.56], CTG: [0.6] * 3, CRG: [0.6] * 3})
-    path = tmp_path / "toy-finding.csv"
-    f.write_csv(path)
-    again = fd.read_export(path)
+    history = pl.DataFrame({"run_id": ["a"], "key": [METRIC], "step": [0], "value": [0.5]})
+    data = SpecData(f.runs, history)
+    paths = fdd.write_export("toy-finding", data, tmp_path)
+    assert [p.name for p in paths] == ["toy-finding.csv", "toy-finding.history.parquet"]
+    again = fdd.read_export("toy-finding", tmp_path)
+    assert again is not None and again.history is not None and again.history.equals(history)
     r = row(tmp_path)
-    assert fd.evaluate_row(r, again, str(path)) == fd.evaluate_row(r, f, str(path))
+    assert fd.evaluate_row(r, again, "exports") == fd.evaluate_row(r, data, "exports")
+    assert fdd.read_export("absent", tmp_path) is None
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     with pytest.raises(fd.FindingsError, match="lacks the columns"):
-        fd.read_export(tmp_path / "bad.csv")
+        fdd.read_export("bad", tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -161,6 +189,9 @@ def test_cli_reads_exports_and_refuses_bad_options(tmp_path):
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)[0]["verdict"] == "not run"
     assert run_cli(["findings", "--source", "cloud"]).exit_code == 2
+    for flag, value in (("--alpha", "0.7"), ("--power", "0.2")):
+        bad = run_cli(["findings", "--specs", str(specs), flag, value])
+        assert bad.exit_code == 2 and f"`{flag}={float(value)!r}` is invalid" in bad.output
     bad = run_cli(["findings", "--specs", str(tmp_path / "absent")])
     assert bad.exit_code == 2 and "choose an existing folder" in bad.output
 
@@ -202,16 +233,60 @@ control_baseline = { preset = "peekread-zero", steps = 0 }
 """
 
 
-def test_a_rate_difference_the_same_in_every_seed_gets_the_held_out_sets_se(tmp_path):
-    r = row(tmp_path, HELD_OUT)
-    assert fd.held_out_episodes(r) == 100  # eval.episodes of the spec's grid points
+def test_a_shared_held_out_set_bounds_the_instance_term(tmp_path):
+    text = HELD_OUT.replace("eval.episodes = 100", "eval.episodes = 100\neval.seed = 1000000\nbase.seed = 0")
+    r = row(tmp_path, text)
+    spec = fd.design(r)
+    assert (spec.episodes, spec.base_fixed, spec.eval_fixed) == (100, True, True)
     f = frame({"preset=peekread-pos,steps=20": [0.0] * 3, "preset=peekread-pos,steps=0": [0.2] * 3,
                "preset=peekread-zero,steps=20": [0.30, 0.31, 0.29], "preset=peekread-zero,steps=0": [0.3] * 3})
     got = fd.evaluate_row(r, f, "store")
-    # the trained arm fails every episode: the difference's SE is the baseline's binomial SE on 100
-    assert got["se_from"] == "held-out" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
-    assert got["verdict"] == "reproduced" and got["reason"] == "5.0 sigma"
-    assert got["control_se_from"] == "paired"
-    assert "same in every seed: SE of the held-out set" in fd.to_markdown(fd.Findings([got], {}))
-    toy = row(tmp_path)  # presets that do not resolve: no bound, the seed SE of 0 stands
-    assert fd.held_out_episodes(toy) is None
+    # the trained arm fails every episode: the bound on the instance term is exact, the baseline's binomial SE
+    assert got["se_from"] == "rates-bound" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
+    assert got["conditional"] == "conditional on one base model and one held-out set"
+    assert "conditional on one base model and one held-out set" in findings_text.to_compact(fd.Findings([got], {}))
+    own = fd.design(row(tmp_path, HELD_OUT))  # sweeps vary both by default
+    assert (own.base_fixed, own.eval_fixed, own.seeds_vary) == (False, False, "base model, held-out set, RL sampling")
+    toy = row(tmp_path)  # presets that do not resolve: read conservatively, as holding both fixed
+    assert fd.design(toy).episodes is None and fd.design(toy).conditional
+
+
+def test_the_compact_table_fits_110_columns():
+    found = fd.gather(fd.load_rows(), source="exports")
+    for line in findings_text.to_compact(found).splitlines():
+        assert len(line) <= findings_text.WIDTH, line
+    assert "| 7c" in findings_text.to_compact(found) and "check" in findings_text.to_compact(found)
+
+
+def test_an_area_asked_of_runs_with_one_evaluation_names_the_row(tmp_path):
+    auc = 'metric = "eval/compacted/success"\nstatistic = "auc"'
+    r = row(tmp_path, ROW.replace('metric = "eval/compacted/success"', auc))
+    f = frame({TG: [0.5] * 3, RG: [0.5] * 3, CTG: [0.5] * 3, CRG: [0.5] * 3})
+    one = pl.DataFrame({"run_id": f.runs.get_column("run_id"), "key": METRIC, "step": 0, "value": 0.5})
+    with pytest.raises(fd.FindingsError, match=r"toy.toml: `findings.9.statistic='auc'` is invalid; an area needs"):
+        fd.evaluate_row(r, SpecData(f.runs, one), "store")
+    two = pl.concat([one, one.with_columns(pl.lit(4).alias("step"), pl.lit(0.75).alias("value"))])
+    assert fd.evaluate_row(r, SpecData(f.runs, two), "store")["difference"] == pytest.approx(0.0)
+
+
+def test_a_bad_statistic_or_threshold_names_the_key(tmp_path):
+    with pytest.raises(fd.FindingsError, match="statistic='median'` is invalid; choose one of"):
+        row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "median"'))
+    with pytest.raises(fd.FindingsError, match="threshold=None` is invalid; steps_to needs"):
+        row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "steps_to"'))
+
+
+def test_dose_rows_draw_a_dose_response_figure(tmp_path):
+    rows = []
+    for dose, shift in ((0.25, 0.0), (0.5, 0.03), (1.0, 0.08)):
+        text = ROW.replace('id = "9"', f'id = "9"\ndose = {dose}\ndose_label = "coupling c"\ncontrol_dose = 0.0')
+        f = frame({TG: [0.50 - shift, 0.49 - shift, 0.51 - shift], RG: [0.50, 0.50, 0.51],
+                   CTG: [0.5] * 3, CRG: [0.5] * 3})
+        rows.append(fd.evaluate_row(row(tmp_path, text), f, "store"))
+    assert [r["dose"] for r in rows] == [0.25, 0.5, 1.0] and rows[0]["dose_label"] == "coupling c"
+    out = tmp_path / "figs"
+    out.mkdir()
+    paths = fd.dose_figures(fd.Findings(rows, {}), out)
+    assert [p.name for p in paths] == ["toy-finding-dose.png"] and paths[0].stat().st_size > 5000
+    with pytest.raises(fd.FindingsError, match="dose='high'"):
+        row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ndose = "high"'))

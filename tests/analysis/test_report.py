@@ -3,22 +3,28 @@
 The store holds what the sweep runner writes: a parent run, and per trial a child run with the runner's
 tags (cell, variant, seed, trial number), the flattened config as params, and per-step metrics (both
 evaluations, compaction health, segment-count buckets), finished with the runner's ``final/`` copy.
-Four variants x three seeds on 50 evaluation episodes; one run never logged its compacted success
-and one run FAILED. Expected numbers are worked by hand in the comments (points; SE = sqrt(max(V_bin,
-V_seed)), V_bin = (1/k^2) sum 1e4 p(1-p)/n, V_seed = s^2/k).
+Four variants x three seeds on 50 evaluation episodes, each seed its own held-out set (``eval.seed =
+"run"``) but no per-episode outcomes kept (runs logged before they were); one run never logged its
+compacted success and one run FAILED. Expected numbers are worked by hand in the comments (points; SE =
+sqrt(max(V_bin, V_seed)), V_bin = (1/k^2) sum 1e4 p(1-p)/n, V_seed = s^2/k). A second experiment keeps
+per-episode outcomes, on one shared held-out set and on one per seed.
 """
 
 from __future__ import annotations
 
 import math
 import shutil
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
+from scipy import stats as sps
 
 from simlab import names, tracking
+from simlab.analysis import figures, levels
 from simlab.analysis import report as rp
 from tests.stores import run_cli
 
@@ -64,8 +70,10 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
                 "t_comp": 24,
             },
             "sweep.cell": cell,
+            "base": {"seed": "run"},
         }
     )
+    sink.log_params({"eval": {"seed": "run"}})
     final_c, final_s = COMPACTED[variant][seed], SINGLE[variant][seed]
     for step in (0, 4, 8):
         last = step == 8
@@ -132,38 +140,41 @@ def test_means_ses_and_differences_match_hand_computation(made: rp.Report) -> No
     # A: 50, 60, 70 -> mean 60; s^2 = 100, V_seed = 33.33 > V_bin = (50 + 48 + 42) / 9 = 15.56
     assert a["mean"] == pytest.approx(60.0)
     assert a["se"] == pytest.approx(math.sqrt(100 / 3))
-    assert a["se_binomial"] == pytest.approx(math.sqrt(140 / 9))
-    assert a["dominant"] == "seeds"
+    assert (a["design"], a["df"]) == ("rates", 2)
     # B: 80, 84 (the third seed missing) -> mean 82; V_seed = 8 / 2 = 4 < V_bin = (32 + 26.88) / 4 = 14.72
     assert (b["mean"], b["seeds"], b["missing"], b["unfinished"]) == (pytest.approx(82.0), 2, 1, 0)
     assert b["se"] == pytest.approx(math.sqrt(14.72))
-    assert b["dominant"] == "binomial"
     assert b["difference"] == pytest.approx(22.0)
     assert b["se_difference"] == pytest.approx(math.sqrt(100 / 3 + 14.72))
     assert b["sigma"] == pytest.approx(22.0 / math.sqrt(100 / 3 + 14.72))  # 3.17
-    # B and D share only two seeds with A, too few to pair: their SEs combine the two means' SEs
-    assert (b["dominant_difference"], b["pairs"]) == ("seeds", 0)
+    assert b["verdict"] == "differs"
+    # B and D share only two seeds with A, too few to pair: two independent means, Welch's df
+    welch = (100 / 3 + 14.72) ** 2 / ((100 / 3) ** 2 / 2 + 14.72**2 / 1)
+    assert (b["diff_design"], b["diff_df"]) == ("seeds", pytest.approx(welch))
     # C: 40, 44, 48 -> mean 44; V_bin = (48 + 49.28 + 49.92) / 9 = 16.36 > V_seed = 16 / 3
     assert c["se"] == pytest.approx(math.sqrt(147.2 / 9))
     # C shares all three seeds with A: paired differences -10, -16, -22 -> mean -16, s_d = 6, se = 6 / sqrt(3)
     # (unpaired it would be sqrt(100 / 3 + 147.2 / 9) = 7.05, sigma -2.27)
-    assert (c["dominant_difference"], c["pairs"]) == ("paired", 3)
+    assert (c["diff_design"], c["diff_df"]) == ("rates", 2)
     assert c["difference"] == pytest.approx(-16.0)
     assert c["se_difference"] == pytest.approx(6 / math.sqrt(3))
     assert c["sigma"] == pytest.approx(-16.0 / (6 / math.sqrt(3)))  # -4.62
-    assert c["diff_ci_low"] <= -16.0 <= c["diff_ci_high"] and c["diff_ci_low"] >= -22 and c["diff_ci_high"] <= -10
-    # IQM of three values is their mean; the bootstrap interval of A's mean lies within its seeds
-    assert a["iqm"] == pytest.approx(60.0) and 50 <= a["ci_low"] < 60 < a["ci_high"] <= 70
+    half = sps.t.ppf(0.975, 2) * 6 / math.sqrt(3)  # the t interval of the same estimate
+    assert (c["diff_ci_low"], c["diff_ci_high"]) == (pytest.approx(-16 - half), pytest.approx(-16 + half))
+    # the interval of a mean is the t interval of the mean and its SE, never a contradiction of it
+    assert a["ci_low"] == pytest.approx(60 - sps.t.ppf(0.975, 2) * math.sqrt(100 / 3))
+    assert a["iqm"] == pytest.approx(60.0)
     # D: 70, 74 finished, the third FAILED -> counted as unfinished, not as a seed nor as missing
     assert (d["mean"], d["seeds"], d["missing"], d["unfinished"]) == (pytest.approx(72.0), 2, 0, 1)
     assert d["se"] == pytest.approx(math.sqrt((42 + 38.48) / 4))
-    assert d["sigma"] == pytest.approx(12.0 / math.sqrt(100 / 3 + 20.12))  # 1.64
-    # a tie: MDE = 2 se = 14.62; per-seed SD s = se sqrt(2) = 10.34 -> (2 s / 5)^2 = 17.1 -> 18 seeds for 5 pts
-    assert d["mde"] == pytest.approx(2 * math.sqrt(100 / 3 + 20.12))
-    assert d["seeds_needed"] == 18
+    se_d = math.sqrt(100 / 3 + 20.12)
+    assert d["sigma"] == pytest.approx(12.0 / se_d)  # 1.64: not significant, and far from a tie within 5
+    df_d = (100 / 3 + 20.12) ** 2 / ((100 / 3) ** 2 / 2 + 20.12**2 / 1)
+    assert d["mde"] == pytest.approx((sps.t.ppf(0.975, df_d) + sps.t.ppf(0.8, df_d)) * se_d)
+    assert d["verdict"] == "undecided" and d["seeds_to_decide"] > 10
     # single-window: A's three seeds agree, so the binomial floor is the whole SE: sqrt(3 * 48 / 9) = 4
     sw = _row(t, A, "single_window")
-    assert (sw["mean"], sw["se"], sw["dominant"]) == (pytest.approx(40.0), pytest.approx(4.0), "binomial")
+    assert (sw["mean"], sw["se"]) == (pytest.approx(40.0), pytest.approx(4.0))
 
 
 def test_like_for_like_and_ties(made: rp.Report) -> None:
@@ -183,16 +194,35 @@ def test_markdown_figures_and_parent_artifacts(made: rp.Report, built: Built) ->
     md = made.markdown
     assert f"{A} (baseline)" in md and "no (1.8x)" in md
     assert "11 of 12 trial runs finished" in md
+    assert "seeds vary: base model, held-out set, RL sampling" in md
+    assert "α = 0.05 (two-sided), power 80%, equivalence margin ±5 points" in md
     names = {p.name for p in made.files}
-    assert {"report.md", "report.csv", "report.parquet", *rp.FIGURES} <= names
-    for fig in rp.FIGURES:
+    figures = {*rp.FIGURES, "differences.png"}
+    assert {"report.md", "report.csv", "report.parquet", *figures} <= names
+    for fig in figures:
         path = next(p for p in made.files if p.name == fig)
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     assert made.skipped == []
-    assert pl.read_parquet(next(p for p in made.files if p.name == "report.parquet")).equals(made.table)
+    written = pl.read_parquet(next(p for p in made.files if p.name == "report.parquet"))
+    assert made.speed is not None and written.equals(pl.concat([made.table, made.speed]))
     assert made.logged_to == built.parent
     logged = {Path(p).name for p in tracking.list_artifacts(tracking.resolve_store(built.uri), built.parent, "report")}
     assert names <= logged
+
+
+def test_the_report_draws_without_a_warning(built: Built, tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty legend, a bad limit: any warning fails the report
+        rp.build_report("toy", out=tmp_path, tracking_uri=built.uri, log=False)
+
+
+def test_speed_table_reads_the_evaluation_curves(made: rp.Report) -> None:
+    assert made.speed is not None
+    a = made.speed.filter((pl.col("variant") == A) & (pl.col("statistic") == "auc")).row(0, named=True)
+    # A seed 0: compacted success 0.25, 0.25, 0.5 at steps 0, 4, 8 -> (25 * 4 + 37.5 * 4) / 8 = 31.25
+    # seeds 1, 2: ... 0.6, 0.7 -> 33.75, 36.25; mean 33.75
+    assert a["mean"] == pytest.approx(33.75)
+    assert "learning speed: area under the compacted evaluation curve" in made.markdown
 
 
 def test_evaluation_table_takes_each_runs_final_evaluation(made: rp.Report) -> None:
@@ -207,7 +237,7 @@ def test_evaluation_table_takes_each_runs_final_evaluation(made: rp.Report) -> N
 
 def test_segment_shares_pool_seeds(made: rp.Report) -> None:
     assert made.sweep.history is not None
-    seg = rp.segment_table(made.sweep.history).filter((pl.col("variant") == A) & (pl.col("step") == 8))
+    seg = figures.segment_table(made.sweep.history).filter((pl.col("variant") == A) & (pl.col("step") == 8))
     # per seed at step 8: 4, 8, 2 rollouts with 1, 2, 3 segments -> shares 4/14, 8/14, 2/14
     assert seg.get_column("rollouts").to_list() == [12.0, 24.0, 6.0]
     assert seg.get_column("share").to_list() == pytest.approx([4 / 14, 8 / 14, 2 / 14])
@@ -271,6 +301,9 @@ def test_cli_report_and_baseline(built: Built, tmp_path: Path) -> None:
         (["toy", "--baseline", "estimator=grpo"], f"choose one of the variants: {A}, {B}, {C}, {D}"),
         (["toy", "--effect", "0"], "`--effect=0.0` is invalid; choose an effect size > 0 points"),
         (["toy", "--effect", "nan"], "`--effect=nan` is invalid"),
+        (["toy", "--alpha", "0"], "`--alpha=0.0` is invalid; choose a significance level in (0, 0.5]"),
+        (["toy", "--power", "1.5"], "`--power=1.5` is invalid; choose a power in [0.5, 1)"),
+        (["toy", "--threshold", "150"], "`--threshold=150.0` is invalid; choose a success level in [0, 100]"),
     ],
 )
 def test_cli_bad_input_exits_2(built: Built, tmp_path: Path, args: list[str], message: str) -> None:
@@ -321,3 +354,58 @@ def test_credit_health_table(made: rp.Report) -> None:
     assert rows[A]["adv_error"] is None  # group estimators log no error against the GAE reference
     assert "### Credit health over training" in made.markdown
     assert "+20.0 ± 0.0" in made.markdown
+
+
+# ------------------------------------------------------------------- runs that kept their episodes
+M = 40
+
+
+def _episodes_store(folder: Path, empty: Path, shared: bool) -> str:
+    """Two variants x four seeds whose runs kept per-episode outcomes (steps 0 and 4, compacted), on one
+    held-out set every seed shares or on one per seed; treatment P wins 6 more instances than Q."""
+    from simlab.train import log_episodes
+
+    shutil.copy(empty, folder / "mlflow.db")
+    store = tracking.resolve_store(f"sqlite:///{folder / 'mlflow.db'}")
+    client = tracking.prepare(store)
+    eid = tracking.ensure_experiment(client, "eps", store)
+    parent = tracking.parent_run(client, eid, "eps", {})
+    rng = np.random.default_rng(7)
+    for trial, (variant, seed) in enumerate((v, s) for v in ("arm=q", "arm=p") for s in range(4)):
+        run_id = tracking.child_run(client, eid, parent, f"{trial}", {tracking.VARIANT_TAG: variant,
+                                                                        tracking.SEED_TAG: str(seed)})
+        sink = tracking.MlflowSink(client, run_id, figures=False)
+        sink.log_params({"eval": {"episodes": M, "seed": 1_000_000 if shared else "run"}, "base": {"seed": "run"}})
+        first = 1_000_000 if shared else 1_100_000 + 100_000 * seed
+        rows = []
+        for step in (0, 4):
+            y = (rng.random(M) < 0.4 + (0.15 if variant == "arm=p" and step == 4 else 0.0)).astype(np.int8)
+            rows.append(pl.DataFrame({"step": np.full(M, step, np.int32), "evaluation": ["compacted"] * M,
+                                      "instance": np.arange(first, first + M), "success": y,
+                                      "reward": y.astype(np.float32), "segments": np.ones(M, np.int16),
+                                      "tokens": np.full(M, 50, np.int32), "overlong": np.zeros(M, bool)}))
+            sink.log_metrics({"eval/compacted/success": float(y.mean()), "eval/compacted/episodes": float(M)}, step)
+        log_episodes(sink, pl.concat(rows))
+        sink.close("FINISHED")
+    tracking.finish_run(client, parent)
+    return store.tracking_uri
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-shared-set", "own-sets"])
+def test_the_report_uses_per_episode_outcomes(tmp_path: Path, empty_mlflow_db: Path, shared: bool) -> None:
+    uri = _episodes_store(tmp_path, empty_mlflow_db, shared)
+    sweep = rp.load_runs("eps", uri)
+    assert sweep.episodes is not None and sweep.episodes.height == 8 * 2 * M
+    table = rp.variant_table(sweep, "arm=q")
+    p = _row(table, "arm=p")
+    arms = rp.arms(sweep, "compacted")
+    direct = levels.from_episodes(arms["arm=p"].episodes)
+    assert (p["design"], p["mean"], p["se"]) == (direct.design, pytest.approx(direct.mean), pytest.approx(direct.se))
+    assert p["design"] == ("crossed" if shared else "nested")
+    paired = levels.from_episodes(levels.paired_episodes(arms["arm=p"].episodes, arms["arm=q"].episodes))
+    assert (p["difference"], p["se_difference"]) == (pytest.approx(paired.mean), pytest.approx(paired.se))
+    if shared:  # the shared set's instance term joins the seeds' spread: never below the spread alone
+        per_seed = np.array(list(arms["arm=p"].seeds.values()))
+        assert p["se"] >= per_seed.std(ddof=1) / 2 - 1e-9 and direct.fixed_var >= 0
+    seeds = "held fixed: held-out set (eval.seed = 1000000)" if shared else "seeds vary: base model, held-out set"
+    assert seeds in sweep.seeds_vary()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,132 +174,18 @@ def test_rank_ties_under_two_sigma(m: list[float], data: st.DataObject) -> None:
     assert stats.rank_with_ties(mean[order], s[order]).tolist() == ranks[order].tolist()
 
 
-# ------------------------------------------------------------------------ per-variant tables
-def _runs() -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "variant": ["base", "base", "base", "wide", "wide", "wide", "lost"],
-            "success": [0.5, 0.5, 0.5, 0.5, 0.6, None, None],
-            "episodes": [100, 100, 100, 100, 100, 100, 100],
-            "horizon": [32.0, 32.0, 32.0, 96.0, 96.0, 96.0, 32.0],
-        }
-    )
-
-
-def test_variant_summary_pools_seeds_and_counts_missing() -> None:
-    s = stats.variant_summary(
-        _runs(), variant="variant", rate="success", episodes="episodes", horizon="horizon"
-    )
-    assert s["variant"].to_list() == ["base", "wide", "lost"]
-    assert s["seeds"].to_list() == [3, 2, 0] and s["missing"].to_list() == [0, 1, 1]
-    wide = s.row(1, named=True)
-    expected = stats.rate_mean_se([0.5, 0.6], [100, 100])
-    assert wide["mean"] == pytest.approx(55.0) and wide["se"] == pytest.approx(expected.se)
-    assert wide["dominant"] == expected.dominant
-    assert s.row(2, named=True)["mean"] is None
-
-
-def test_against_baseline_difference_like_for_like_and_rank() -> None:
-    s = stats.variant_summary(
-        _runs(), variant="variant", rate="success", episodes="episodes", horizon="horizon"
-    )
-    t = stats.against_baseline(s, "base", variant="variant", horizon="horizon")
-    base, wide, lost = t.to_dicts()
-    assert base["difference"] == 0.0 and base["like_for_like"] is True
-    assert wide["difference"] == pytest.approx(5.0)
-    assert wide["se_difference"] == pytest.approx(math.hypot(base["se"], wide["se"]))
-    assert wide["sigma"] == pytest.approx(5.0 / wide["se_difference"])
-    assert wide["horizon_ratio"] == 3.0 and wide["like_for_like"] is False
-    assert (base["rank"], wide["rank"], lost["rank"]) == (1, 1, None)  # 5 points on 100 episodes: a tie
-    with pytest.raises(ValueError, match=r"choose one of \['base', 'wide', 'lost'\]"):
-        stats.against_baseline(s, "nope", variant="variant")
-    with pytest.raises(ValueError, match="missing"):
-        stats.variant_summary(_runs(), variant="cell", rate="success", episodes="episodes")
-
-
-# ------------------------------------------------------------------ paired differences and power
-def test_paired_difference_by_hand():
-    # d = 5, 8, -1, 10 -> mean 5.5; s_d^2 = ((-0.5)^2 + 2.5^2 + 6.5^2 + 4.5^2) / 3 = 23 -> se = sqrt(23 / 4)
-    d = stats.paired_difference([50, 60, 55, 70], [45, 52, 56, 60])
-    assert d.difference == pytest.approx(5.5)
-    assert d.se == pytest.approx(math.sqrt(23 / 4))
-    assert d.dominant == "paired" and d.sigma == pytest.approx(5.5 / math.sqrt(23 / 4))
-
-
-def test_pairing_removes_a_shared_seed_effect():
-    # per-seed levels vary a lot (shared by both arms), the treatment adds 3 +- 1: paired beats unpaired
-    base = np.array([20.0, 60.0, 35.0, 80.0, 50.0])
-    treat = base + np.array([3.0, 2.0, 4.0, 3.0, 3.0])
-    paired = stats.paired_difference(treat, base)
-    unpaired = stats.difference(stats.mean_se(treat), stats.mean_se(base))
-    assert paired.difference == pytest.approx(unpaired.difference) == pytest.approx(3.0)
-    assert paired.se < unpaired.se / 10
-
-
-def test_held_out_bound_by_hand():
-    # one arm fails every episode: the per-episode difference is -y_b, its variance p_b (1 - p_b): exact
-    assert stats.held_out_se(0.0, 56 / 512, 512) == pytest.approx(100 * math.sqrt(56 / 512 * 456 / 512 / 512))
-    assert stats.held_out_se(0.0, 56 / 512, 512) == pytest.approx(stats.binomial_se(56 / 512, 512))
-    # p_t = 0.6, p_b = 0.3: they disagree on at most 0.9 of the episodes, D = 0.3 -> sqrt((0.9 - 0.09) / 100)
-    assert stats.held_out_se(0.6, 0.3, 100) == pytest.approx(100 * math.sqrt(0.81 / 100))
-    assert stats.held_out_se(0.5, 0.5, 100) == pytest.approx(10.0)  # may disagree everywhere: sqrt(1 / 100)
-    with pytest.raises(ValueError, match="fractions, not points"):
-        stats.held_out_se(60.0, 30.0, 100)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60))
-def test_held_out_bound_covers_every_joint_outcome(pairs: list[tuple[bool, bool]]) -> None:
-    y = np.array(pairs, dtype=np.float64)  # per episode: (treatment succeeded, baseline succeeded)
-    d = y[:, 0] - y[:, 1]
-    exact = 100 * math.sqrt(d.var() / d.size)  # the paired per-episode SE the rates alone cannot give
-    assert exact <= stats.held_out_se(float(y[:, 0].mean()), float(y[:, 1].mean()), d.size) + 1e-9
-
-
-def test_a_difference_the_same_in_every_seed_gets_the_held_out_bound():
-    t, b = [0.0, 0.0, 0.0, 0.0], [10.9375] * 4  # points; every seed: -10.9375
-    assert stats.paired_difference(t, b).se == 0.0 and stats.paired_difference(t, b).dominant == "paired"
-    d = stats.paired_difference(t, b, episodes=512)
-    assert d.dominant == "held-out" and d.se == pytest.approx(stats.binomial_se(0.109375, 512))
-    assert d.sigma == pytest.approx(-10.9375 / stats.binomial_se(0.109375, 512))
-    spread = stats.paired_difference([0.0, 1.0, 0.0, 1.0], b, episodes=512)  # seeds differ: their SE stands
-    assert spread.dominant == "paired" and spread.se == pytest.approx(0.5 / 2 * math.sqrt(4 / 3))
-    same = stats.paired_difference(b, b, episodes=512)  # identical arms keep an SE of 0
-    assert same.se == 0.0 and same.dominant == "paired"
-
-
-def test_report_marks_a_held_out_se_and_asks_for_no_seeds():
-    runs = pl.DataFrame({
-        "variant": ["base"] * 3 + ["trained"] * 3, "seed": [0, 1, 2] * 2,
-        "success": [0.2] * 3 + [0.0] * 3, "episodes": [100] * 6,
-    })
-    s = stats.variant_summary(runs, variant="variant", rate="success", episodes="episodes")
-    t = stats.against_baseline(s, "base", variant="variant", per_seed=runs, rate="success")
-    trained = t.row(1, named=True)
-    assert trained["dominant_difference"] == "held-out" and trained["seeds_needed"] is None
-    assert trained["se_difference"] == pytest.approx(stats.binomial_se(0.2, 100))
-    assert trained["difference"] == pytest.approx(-20.0)
-
-
-@pytest.mark.parametrize(
-    ("t", "b", "match"),
-    [([1, 2], [1, 2], "too few"), ([1, 2, 3], [1, 2], "aligned by seed"), ([1, math.nan, 3], [1, 2, 3], "finite")],
-)
-def test_paired_difference_bad_input(t, b, match):
-    with pytest.raises(ValueError, match=match):
-        stats.paired_difference(t, b)
-
-
-def test_minimum_detectable_effect_and_seeds_needed_by_hand():
-    assert stats.min_detectable_effect(3.0) == 6.0
-    # se 3 over 4 seeds -> per-seed s = 6; a 5-point effect clears 2 sigma at n = (2 * 6 / 5)^2 = 5.76 -> 6
-    assert stats.seeds_needed(3.0, 4, 5.0) == 6
-    # the science notes' example: s = 6, 5 points -> about 6 seeds
-    assert stats.seeds_needed(6.0, 1, 5.0) == 6
-    assert stats.seeds_needed(3.0, 4, 10.0) == 2  # never fewer than two
-    assert stats.seeds_needed(math.nan, 4, 5.0) is None
-    with pytest.raises(ValueError, match="effect"):
-        stats.seeds_needed(3.0, 4, 0.0)
+def test_rate_mean_se_on_one_shared_held_out_set_adds_the_instance_bound() -> None:
+    # three seeds played the same 256 instances: not 768 independent episodes. The spread of 0.5, 0.5, 0.512
+    # joins the bound p (1 - p) / 256 on the instance term
+    rates = [0.5, 0.5, 0.512]
+    own = stats.rate_mean_se(rates, 256)
+    shared = stats.rate_mean_se(rates, 256, shared=True)
+    p = sum(rates) / 3
+    v_seed = float(np.var(np.array(rates) * 100, ddof=1)) / 3
+    assert shared.se == pytest.approx(math.sqrt(v_seed + 1e4 * p * (1 - p) / 256))
+    assert shared.se > own.se and shared.episodes == 256
+    # the README's base arm of old: 50.4 +- 1.8 counted 3 x 256 episodes; on the 256 really played, +- 3.1
+    assert stats.rate_mean_se([0.504] * 3, 256, shared=True).se == pytest.approx(3.12, abs=0.01)
 
 
 def test_iqm_trims_a_quarter_from_each_end():

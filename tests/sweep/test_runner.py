@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from simlab import tracking
 from simlab.sweep import parse_spec
 from simlab.sweep.runner import enqueue_missing, open_storage
-from tests.stores import Stores, run_cli, write_spec
+from tests.stores import TOY, Stores, run_cli, write_spec
 
 SPEC = """
 name = "toy"
@@ -117,3 +117,31 @@ def test_added_seeds_run_only_the_new_cells(ready_stores: Stores, tmp_path: Path
     again = {t.user_attrs["cell"]: (t.number, t.datetime_complete) for t in trials}
     assert {k: again[k] for k in first} == first  # the earlier seeds' trials were not run again
     assert sorted(json.loads(c)["seed"] for c in again) == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_seed_is_a_user_attribute_not_a_searched_parameter(ready_stores: Stores) -> None:
+    # optuna-dashboard ranks parameters by importance: a seed among them would rank first and mean nothing
+    text = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1, 0.2]")
+    result = ready_stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY)
+    assert result.failed == 0
+    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    trials = study.get_trials()
+    assert len(trials) == 8 and all(set(t.params) == {"train.lr", "train.overlong_mask"} for t in trials)
+    assert sorted(t.user_attrs["seed"] for t in trials) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert all(t.user_attrs["seed"] == json.loads(t.user_attrs["cell"])["seed"] for t in trials)
+    assert set(optuna.importance.get_param_importances(study)) == {"train.lr", "train.overlong_mask"}
+    # the trial's run was trained with that seed
+    client = tracking.resolve_store(ready_stores.tracking_uri).client()
+    for t in trials:
+        run = client.get_run(t.user_attrs["mlflow_run_id"])
+        assert run.data.tags["simlab.seed"] == str(t.user_attrs["seed"]) == run.data.params["train.seed"]
+
+
+def test_tpe_trials_record_their_seed_too(ready_stores: Stores) -> None:
+    text = SPEC.replace("train.lr = [0.1, 5.0]", 'train.lr = { type = "float", low = 0.05, high = 0.2 }')
+    text = text.replace('seeds = [0, 1]', 'seeds = [0, 1]\nsampler = "tpe"\nn_trials = 4')
+    text = text.replace("train.overlong_mask = [true, false]", "")
+    ready_stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY)
+    trials = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage))).get_trials()
+    assert [set(t.params) for t in trials] == [{"train.lr"}] * 4
+    assert sorted(t.user_attrs["seed"] for t in trials) == [0, 0, 1, 1]

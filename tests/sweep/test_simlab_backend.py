@@ -10,34 +10,7 @@ import optuna
 from simlab import tracking
 from simlab.sweep import parse_spec
 from simlab.sweep.runner import open_storage
-from tests.stores import Stores, run_cli, write_spec
-
-# the trainer tests' tiny run, as sweep overrides
-TINY = """
-[base]
-preset = "keyrecall-tiny"
-recipe = "supo"
-[base.overrides]
-task.num_facts = 3
-task.horizon = [8, 10]
-task.vocab_size = 32
-harness.window = 40
-harness.summary_tokens = 4
-harness.max_compactions = 6
-policy.n_layer = 1
-policy.d_model = 32
-policy.n_head = 2
-base.steps = 2
-base.episodes = 8
-train.steps = 2
-train.prompts = 2
-train.group_size = 4
-train.minibatch_segments = 16
-eval.every = 1
-eval.episodes = 8
-[objective]
-metric = "eval/compacted/success"
-"""
+from tests.stores import TINY, Stores, run_cli, write_spec
 
 
 def _args(stores: Stores) -> list[str]:

@@ -1,5 +1,9 @@
-"""`simlab ui` in a real headless Chromium (Debian's), the way a user goes: the home page, the sweep's
-experiment, its child runs, a child run's compaction-rate chart; and the links `simlab ui` prints.
+"""`simlab ui` in a real headless Chromium (Debian's), as a user meets it: a real sweep on simlab's own
+trainer, `simlab ui` started as a process, and the links it prints opened with no click.
+
+- the trials link shows one row per trial, with the swept param, the seed and the objective as columns;
+- the charts link shows the trials, each variant in one colour, with an eval-success and a segment-count chart;
+- the summary link shows the parent run alone, its per-variant summary as columns.
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright's Python package; no browser is
 downloaded. CI installs the package (``.ci/run``); without it the test is skipped, saying why.
@@ -7,133 +11,82 @@ downloaded. CI installs the package (``.ci/run``); without it the test is skippe
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from simlab import tracking
+from simlab import names, tracking
 from simlab.sweep import parse_spec
-from tests.services import stop_group
-from tests.stores import TOY, Stores
+from tests.stores import TINY, Stores, run_cli, write_spec
+from tests.tracking.ui_server import CHROMIUM, open_view, screenshot, simlab_ui
 
-CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-SPEC = """
-name = "ui-sweep"
-seeds = [0, 1]
-[base.overrides]
-train.steps = 6
-[space]
-train.lr = [0.1]
-[objective]
-metric = "eval/compacted_success"
-"""
+SPEC = 'name = "ui-sweep"\nseeds = [0, 1]\nbaseline = "steps=1"\n[space]\ntrain.steps = [1, 2]\n' + TINY.replace(
+    "train.steps = 2\n", "")
+CARD = "[data-testid=experiment-view-compare-runs-card]"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="Debian's chromium is not installed (/usr/bin/chromium); "
-    "`apt-get install chromium` (CI's .ci/run does)",
-)
-def test_mlflow_ui_shows_child_runs_and_compaction_rate_chart(ready_stores: Stores, tmp_path: Path) -> None:
-    playwright = pytest.importorskip("playwright.sync_api")
-    spec = parse_spec(tomllib.loads(SPEC))
-    result = ready_stores.sweep(spec, backend=TOY)
+@pytest.fixture
+def swept(ready_stores: Stores, tmp_path: Path) -> tuple[Stores, Any]:
+    """The sweep above, run as a user runs it (`simlab sweep`: trials, report, the parent's summary)."""
+    spec = write_spec(tmp_path, SPEC)
+    result = run_cli(["sweep", str(spec), "--no-progress", "--workers", "2",
+                      "--tracking-uri", ready_stores.tracking_uri, "--storage", str(ready_stores.storage)])
+    assert result.exit_code == 0, result.output
     client = tracking.resolve_store(ready_stores.tracking_uri).client()
-    children = client.search_runs([result.experiment_id], "tags.`simlab.role` = 'trial'")
-    assert len(children) == 2
+    experiment = client.get_experiment_by_name(parse_spec(tomllib.loads(SPEC)).name)
+    trials = client.search_runs([experiment.experiment_id], tracking.TRIAL_FILTER)
+    assert len(trials) == 4 and all(r.info.status == "FINISHED" for r in trials)
+    return ready_stores, trials
 
-    port = _free_port()
-    links = tracking.sweep_links(tracking.resolve_store(ready_stores.tracking_uri), f"http://127.0.0.1:{port}")
-    assert [name for name, _, _ in links] == [spec.name]
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "simlab.cli",
-            "ui",
-            "--port",
-            str(port),
-            "--tracking-uri",
-            ready_stores.tracking_uri,
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: uvicorn's workers stop with it
-    )
-    base = f"http://127.0.0.1:{port}"
-    shot = tmp_path / "mlflow-ui-compaction-rate.png"
-    try:
-        assert tracking.wait_for_server(f"{base}/health", timeout=120, alive=lambda: server.poll() is None), (
-            server.communicate(timeout=5)[0]
-            if server.poll() is not None
-            else "the UI did not answer in 120 s"
-        )
-        with playwright.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            # where a user starts: the home page. MLflow 3 opens in its GenAI mode, where an experiment shows a
-            # traces overview ("Traces 0"); the toggle at the top left switches to model training first
-            page.goto(f"{base}/")
-            page.get_by_role("button", name="Model training", exact=True).click()
-            page.get_by_role("link", name=spec.name, exact=True).click()
-            page.wait_for_url(f"**/#/experiments/{result.experiment_id}/runs?*workflowType=machine_learning*")
-            runs = f"#/experiments/{result.experiment_id}/runs"
-            parent = page.locator(f"a[href='{runs}/{result.parent_run_id}']")
-            parent.wait_for()
-            # child runs sit under their parent: expand it and see both
-            row = page.locator("[role=row]", has=parent)
-            row.locator("[col-id='attributes.`Run Name`'] button").first.click()
-            for child in children:
-                link = page.locator(f"a[href='{runs}/{child.info.run_id}']")
-                link.wait_for()
-                assert link.inner_text() == child.info.run_name
-            # open a child run's metrics and find the compaction-rate chart
-            page.locator(f"a[href='{runs}/{children[0].info.run_id}']").click()
-            page.get_by_role("tab", name="Model metrics").click()
-            page.get_by_placeholder("Search metric charts").fill("compaction_rate")
-            card = page.locator("[data-testid=experiment-view-compare-runs-card]").filter(
-                has=page.get_by_text("compaction_rate", exact=True)
-            )
-            card.wait_for()
-            trace = card.locator(".js-plotly-plot .scatterlayer .trace path.js-line")
-            trace.first.wait_for()
-            assert len(trace.first.get_attribute("d") or "") > 10  # a drawn line, not an empty plot
-            page.screenshot(path=str(shot), full_page=True)
-            # the chart-view link `simlab ui` prints opens the same experiment's runs as charts
-            page.goto(links[0][2])
-            page.locator("[data-testid=experiment-view-compare-runs-card]").first.wait_for()
-            browser.close()
-    finally:
-        stop_group(server)
-    assert shot.stat().st_size > 10_000
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / shot.name)
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); "
+                    "`apt-get install chromium` (CI's .ci/run does)")
+def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
+    swept: tuple[Stores, Any], tmp_path: Path
+) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    stores, trials = swept
+    with simlab_ui(stores.tracking_uri) as ui, playwright.sync_playwright() as pw:
+        links = ui.links()
+        assert set(links) == {"trials", "charts", "summary"}, ui.printed()
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+
+        # the trials: every trial a row of its own, no click (nothing folded under the parent run)
+        page = open_view(browser, links["trials"])
+        for run in trials:
+            page.locator(f"a[href$='/runs/{run.info.run_id}']").wait_for()
+        assert page.locator("a[href*='/runs/']").filter(has_text="steps=").count() >= 2
+        columns = page.eval_on_selector_all(".ag-header-cell[col-id]", "cs => cs.map(c => c.getAttribute('col-id'))")
+        wanted = {"params.`train.steps`", f"tags.`{names.SEED_TAG}`", f"metrics.`{names.EVAL_COMPACTED_SUCCESS}`"}
+        assert wanted <= set(columns), columns
+        # the grid pins the run name left: a row is two elements that share their row index
+        link = page.locator(f"a[href$='/runs/{trials[0].info.run_id}']")
+        index = page.locator("[role=row]", has=link).first.get_attribute("row-index")
+        cell = page.locator(f"[role=row][row-index='{index}'] [col-id='metrics.`{names.EVAL_COMPACTED_SUCCESS}`']")
+        objective = cell.first.inner_text()
+        assert float(objective) == pytest.approx(trials[0].data.metrics[names.EVAL_COMPACTED_SUCCESS], abs=1e-3)
+        screenshot(page, tmp_path / "ui-trials.png")
+
+        # the charts: every trial listed beside them, an eval-success chart and a segment-count chart, drawn
+        page = open_view(browser, links["charts"], height=2400)
+        for run in trials:
+            page.locator(f"a[href$='/runs/{run.info.run_id}']").wait_for()
+        counts = sorted(k for k in trials[0].data.metrics if k.startswith(names.health(names.SEG_COUNT)))
+        assert counts, sorted(trials[0].data.metrics)
+        for title in (names.EVAL_COMPACTED_SUCCESS, counts[0]):
+            card = page.locator(CARD).filter(has=page.get_by_text(title, exact=True)).first
+            card.scroll_into_view_if_needed()
+            paths = card.locator(".js-plotly-plot .barlayer path, .js-plotly-plot .scatterlayer path.js-line")
+            paths.first.wait_for(state="attached")
+            assert max(len(d or "") for d in paths.evaluate_all("ps => ps.map(p => p.getAttribute('d'))")) > 10
+        screenshot(page, tmp_path / "ui-charts.png")
+
+        # the summary: the parent run alone, the difference and its sigma readable in its row
+        page = open_view(browser, links["summary"])
+        cell = page.locator("[col-id='tags.`summary/compacted/steps:2`']").filter(has_text="diff").first
+        cell.wait_for()
+        assert "σ" in cell.inner_text() and page.get_by_text("1 matching run").count() == 1
+        browser.close()
+    assert (tmp_path / "ui-trials.png").stat().st_size > 10_000 and (tmp_path / "ui-charts.png").stat().st_size > 10_000

@@ -1,0 +1,297 @@
+"""Reading a sweep's trial runs out of the MLflow store: one row per run, metric histories, episodes.
+
+Reading goes through the MLflow client, whatever the store (:mod:`simlab.tracking`, the only module that
+imports mlflow): one paged ``search_runs`` gives every run's tags, params and latest metrics; each
+finished run's metric history comes from its export (``tables/metrics.parquet``, written when the run
+closes; a run logged before the export existed is read one metric at a time), and its per-episode
+evaluation outcomes from ``tables/episodes.parquet`` where it kept them. Nothing reads MLflow's database
+schema. ``simlab report`` and the figures read :class:`SweepRuns`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from simlab import names
+from simlab.errors import ReportError
+from simlab.harness.config import effective_horizon
+
+EVALUATIONS = {name: names.metric(prefix, names.SUCCESS) for name, prefix in names.EVALUATIONS.items()}
+"""The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
+HEALTH_KEYS = (names.TRAIN_COMPACTION_RATE, names.TRAIN_SUMMARISED_SUCCESS)
+EVAL_HEALTH = {
+    "overlong": ("overlong rate (%)", names.OVERLONG_RATE, 100.0),
+    "segments": ("segments per episode", names.SEGMENTS_MEAN, 1.0),
+    "holds_answer": ("summaries holding the answer (%)", names.SUMMARY_HOLDS_ANSWER, 100.0),
+}
+"""What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
+The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
+CREDIT_KEYS = {
+    "weight_share": names.health(names.LONGER_LOSS_SHARE),
+    "token_share": names.health(names.LONGER_TOKEN_SHARE),
+    "baseline_shift": names.health(names.BASELINE_SHIFT_MEAN),
+    "adv_error": names.ADV_ERROR_PRE_FINAL_REL_L2,
+    "k_sd": names.health(names.WITHIN_GROUP_SD),
+    "k_corr": names.health(names.WITHIN_GROUP_CORR),
+}
+"""What each variant's credit assignment did to its batches, logged every step (seed Blocks 1 and 2)."""
+SEGMENT_KEY = names.health(names.SEG_COUNT)
+"""Prefix of the per-bucket rollout counts the credit layer's health summary writes every step."""
+FINAL_PREFIX = names.FINAL
+"""An earlier runner logged the trial's returned result again under this prefix when the trial finished."""
+PARAMS = {
+    names.PARAM_EPISODES: "episodes",
+    names.PARAM_WINDOW: "window",
+    names.PARAM_FRAC: "frac",
+    names.PARAM_MAX_COMPACTIONS: "max_compactions",
+    names.PARAM_TRIGGER: "trigger",
+    names.PARAM_T_COMP: "t_comp",
+    names.PARAM_BASE_SEED: "base_seed",
+    names.PARAM_EVAL_SEED: "eval_seed",
+}
+"""Run params the report reads (flattened run config): the evaluation size, the harness geometry, and
+what the seeds vary (``base.seed`` and ``eval.seed``: ``run`` or a fixed integer)."""
+TAGS = {
+    names.ROLE_TAG: "role",
+    names.SWEEP_TAG: "sweep",
+    names.CELL_TAG: "cell",
+    names.VARIANT_TAG: "variant",
+    names.SEED_TAG: "seed",
+    names.TRIAL_TAG: "trial",
+    names.BASELINE_TAG: "baseline",
+}
+"""The tags the report reads, by the column it puts them in."""
+RUN_COLUMNS = ["run_id", "status", "trial", "variant", "seed", "episodes", "horizon_compacted",
+               "horizon_single_window", "base_seed", "eval_seed", *EVALUATIONS]
+
+_RUN_SCHEMA = {"run_id": pl.String, "run_name": pl.String, "status": pl.String, "start_time": pl.Int64}
+_KV_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.String}
+_METRIC_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.Float64, "is_nan": pl.Boolean}
+
+
+@dataclass(frozen=True)
+class SweepRuns:
+    """One experiment's trial runs, one row each, their metric histories and per-episode outcomes."""
+
+    experiment: str
+    experiment_id: str
+    parent_run_id: str | None
+    """The sweep's parent run (artifacts go there); ``None`` for an experiment no sweep made."""
+    baseline_hint: str | None
+    """The parent run's ``simlab.baseline`` tag, if the sweep named a baseline."""
+    runs: pl.DataFrame
+    """:data:`RUN_COLUMNS`: run_id, status, trial, variant, seed, episodes, both horizons, base_seed and
+    eval_seed (as logged), and one rate column per evaluation (fractions, null when not logged)."""
+    history: pl.DataFrame | None
+    """run_id, key, step, value, variant, seed, episodes (finished runs); ``None`` when the store gave none."""
+    episodes: pl.DataFrame | None = None
+    """run_id, variant, seed and :data:`simlab.names.EPISODE_COLUMNS` of the finished runs that kept their
+    per-episode outcomes; ``None`` when none did."""
+
+    @property
+    def variants(self) -> list[str]:
+        """Variant names in grid order (the order the sweep ran its cells)."""
+        return self.runs.get_column("variant").unique(maintain_order=True).to_list()
+
+    def seeds_vary(self) -> str:
+        """What the seeds varied, for the report's preamble: "base model, held-out set, RL sampling"."""
+        return describe_seeds(self.runs)
+
+
+def describe_seeds(runs: pl.DataFrame) -> str:
+    """What differs between the seeds of ``runs`` (columns seed, base_seed, eval_seed as logged): the base
+    model when ``base.seed`` is ``run``, the held-out set when ``eval.seed`` is; the RL sampling always."""
+    vary, fixed = [], []
+    for column, what in (("base_seed", "base model"), ("eval_seed", "held-out set")):
+        values = set(runs.get_column(column).drop_nulls().to_list()) if column in runs.columns else set()
+        if values == {"run"}:
+            vary.append(what)
+        elif values:
+            fixed.append(f"{what} ({column.replace('_', '.')} = {', '.join(sorted(map(str, values)))})")
+        else:
+            fixed.append(f"{what} (not logged: assumed shared)")
+    text = "seeds vary: " + ", ".join([*vary, "RL sampling"])
+    return text + ("; held fixed: " + ", ".join(fixed) if fixed else "")
+
+
+def shared_held_out(runs: pl.DataFrame) -> bool:
+    """Whether every seed of ``runs`` played one held-out set (``eval.seed`` not ``run``, or not logged)."""
+    values = set(runs.get_column("eval_seed").drop_nulls().to_list()) if "eval_seed" in runs.columns else set()
+    return values != {"run"}
+
+
+def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
+    """Read an experiment's runs through the MLflow client: one paged ``search_runs`` for every run's
+    tags, params and latest metrics, then the finished runs' metric histories and per-episode outcomes.
+
+    Raises :class:`ReportError` for an unknown experiment or one without a finished trial run.
+    """
+    from simlab import tracking
+
+    store = tracking.resolve_store(tracking_uri)
+    db = tracking.sqlite_path(store.tracking_uri)
+    if db is not None and not db.is_file():  # reading must not create an empty store
+        raise unknown_experiment(experiment, f"sqlite:///{db} (no such file)")
+    fetched = tracking.fetch_runs(store, experiment)
+    if fetched is None:
+        raise unknown_experiment(experiment, store.tracking_uri)
+    eid, records = fetched
+    runs = pl.DataFrame([{k: r[k] for k in _RUN_SCHEMA} for r in records], schema=_RUN_SCHEMA)
+
+    def long(field: str, keys: Sequence[str]) -> pl.DataFrame:
+        rows = [(r["run_id"], k, str(v)) for r in records for k, v in r[field].items() if k in keys]
+        return pl.DataFrame(rows, schema=_KV_SCHEMA, orient="row")
+
+    wanted = {*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())}
+    metrics = [
+        (r["run_id"], k, 0.0 if math.isnan(v) else float(v), math.isnan(v))
+        for r in records
+        for k, v in r["metrics"].items()
+        if k in wanted
+    ]
+    latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
+    tags, params = long("tags", [*TAGS, names.RUN_NAME_TAG]), long("params", list(PARAMS))
+    finished = [r for r in records if r["status"] == "FINISHED" and r["tags"].get(names.ROLE_TAG) != "parent"]
+    history = tracking.history_table(store, finished, wanted_history)
+    episodes = tracking.episodes_table(store, finished)
+    sweep = _assemble(experiment, eid, runs, tags, params, latest, history)
+    return _with_episodes(sweep, episodes)
+
+
+def wanted_history(key: str) -> bool:
+    """The metric histories the report's tables and figures read."""
+    keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *eval_health_keys(),
+            *(names.metric(p, names.EPISODES) for p in names.EVALUATIONS.values())}
+    return key in keys or key.startswith(SEGMENT_KEY)
+
+
+def eval_health_keys() -> list[str]:
+    """``eval/<evaluation>/<suffix>`` of every :data:`EVAL_HEALTH` quantity in both evaluations."""
+    suffixes = [suffix for _, suffix, _ in EVAL_HEALTH.values()]
+    return [names.metric(prefix, suffix) for prefix in names.EVALUATIONS.values() for suffix in suffixes]
+
+
+def unknown_experiment(experiment: str, where: str) -> ReportError:
+    """The error for an experiment the store does not hold."""
+    return ReportError(f"experiment {experiment!r} does not exist in {where}; run `simlab sweep` first",
+                       key="experiment", value=experiment, allowed="run `simlab sweep` first")
+
+
+def _wide(long: pl.DataFrame, names: dict[str, str], index: pl.DataFrame) -> pl.DataFrame:
+    """Long (run_id, key, value) to one column per wanted key, every run kept, absent keys null."""
+    wide = long.filter(pl.col("key").is_in(list(names))).pivot(on="key", index="run_id", values="value")
+    wide = wide.rename({k: v for k, v in names.items() if k in wide.columns})
+    out = index.select("run_id").join(wide, on="run_id", how="left")
+    return out.with_columns(pl.lit(None, pl.String).alias(v) for v in names.values() if v not in out.columns)
+
+
+def _variant_of(cell: str | None) -> str | None:
+    """A cell label without its seed, for runs logged before the ``simlab.variant`` tag existed."""
+    if cell is None:
+        return None
+    parts = [p for p in cell.split(",") if not re.fullmatch(r"seed=.*", p)]
+    return ",".join(parts) or "base"
+
+
+def _horizon(row: dict[str, Any]) -> float | None:
+    """The run's effective horizon from its logged params (:func:`simlab.harness.config.effective_horizon`)."""
+    try:
+        return float(effective_horizon(
+            window=int(row["window"]),
+            frac=float(row["frac"]),
+            max_compactions=int(row["max_compactions"]),
+            trigger=str(row["trigger"]),
+            t_comp=None if row["t_comp"] is None else int(row["t_comp"]),
+        ))
+    except (TypeError, ValueError):  # a param not logged: the horizon is unknown, never guessed
+        return None
+
+
+def _assemble(
+    experiment: str,
+    eid: str,
+    runs: pl.DataFrame,
+    tags: pl.DataFrame,
+    params: pl.DataFrame,
+    latest: pl.DataFrame,
+    history: pl.DataFrame | None,
+) -> SweepRuns:
+    """One row per trial run (:data:`RUN_COLUMNS`) in grid order, the parent run, and the finished runs'
+    histories joined with their variant and seed."""
+    t = _wide(tags, {**TAGS, names.RUN_NAME_TAG: "tag_run_name"}, runs)
+    p = _wide(params, PARAMS, runs)
+    frame = runs.join(t, on="run_id", how="left").join(p, on="run_id", how="left")
+    parents = frame.filter(pl.col("role") == "parent").sort("start_time")
+    trials = _trial_rows(frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent")), latest)
+    if trials.filter(pl.col("status") == "FINISHED").height == 0:
+        statuses = trials.get_column("status").value_counts(sort=True).rows()
+        got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
+        raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
+    parent = parents.row(0, named=True) if parents.height else None
+    hist = None
+    if history is not None:
+        hist = _with_run(history, trials)
+    return SweepRuns(
+        experiment=experiment,
+        experiment_id=eid,
+        parent_run_id=None if parent is None else parent["run_id"],
+        baseline_hint=None if parent is None else parent["baseline"],
+        runs=trials.select(RUN_COLUMNS),
+        history=hist,
+    )
+
+
+def _with_run(frame: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (keyed by run_id) restricted to the finished trials, with their variant, seed and episodes."""
+    finished = trials.filter(pl.col("status") == "FINISHED")
+    return frame.join(finished.select("run_id", "variant", "seed", "episodes"), on="run_id", how="inner")
+
+
+def _with_episodes(sweep: SweepRuns, episodes: pl.DataFrame | None) -> SweepRuns:
+    if episodes is None:
+        return sweep
+    joined = _with_run(episodes, sweep.runs).drop("episodes")
+    return SweepRuns(sweep.experiment, sweep.experiment_id, sweep.parent_run_id, sweep.baseline_hint, sweep.runs,
+                     sweep.history, joined if joined.height else None)
+
+
+def _trial_rows(trials: pl.DataFrame, latest: pl.DataFrame) -> pl.DataFrame:
+    """The trial runs with both evaluations' latest rates, their variant, typed columns and horizons,
+    in grid order (the runner enqueues cells in spec order, so trial numbers follow it)."""
+    # the latest value of each evaluation metric; the runner's final/ copy wins where it exists
+    values = latest.with_columns(
+        pl.when(pl.col("is_nan")).then(None).otherwise(pl.col("value")).alias("value"),
+        pl.col("key").str.starts_with(FINAL_PREFIX).alias("final"),
+        pl.col("key").str.strip_prefix(FINAL_PREFIX).alias("key"),
+    )
+    for name, key in EVALUATIONS.items():
+        picked = (
+            values.filter(pl.col("key") == key)
+            .sort("final", descending=True)
+            .unique("run_id", keep="first")
+            .select("run_id", pl.col("value").alias(name))
+        )
+        trials = trials.join(picked, on="run_id", how="left")
+    trials = trials.with_columns(
+        pl.coalesce(
+            "variant",
+            pl.col("cell").map_elements(_variant_of, return_dtype=pl.String),
+            "tag_run_name",
+            "run_name",
+        ).alias("variant"),
+        pl.col("seed").cast(pl.Int64, strict=False),
+        pl.col("trial").cast(pl.Int64, strict=False),
+        pl.col("episodes").cast(pl.Int64, strict=False),
+    )
+    horizons = [_horizon(r) for r in trials.iter_rows(named=True)]
+    trials = trials.with_columns(
+        pl.Series("horizon_compacted", horizons, dtype=pl.Float64),
+        pl.col("window").cast(pl.Float64, strict=False).alias("horizon_single_window"),
+    )
+    return trials.sort(["trial", "start_time"], nulls_last=True)
