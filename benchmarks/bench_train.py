@@ -24,10 +24,10 @@ base's held-out compacted success (evaluated here, by this tree, on the seed's o
 equal-quality claim itself rests on more seeds: ``benchmarks/equivalence.py base``.
 
 ``run``: one 30-step RL run of the demo preset with an evaluation every 2 steps, and the same run
-evaluating only at the end (256 held-out episodes in both configurations), on both sides (each side's
-base built first, untimed), in wall and CPU time. Issue 21's target is at most 1.3x for the first
-against the second, which needs cheap intermediate evaluations (issue 21, item 3): :data:`EVAL_SUBSET`
-is where their settings go, applied to the every-2-steps run.
+evaluating only at the end (256 held-out episodes in both configurations at the end), on both sides
+(each side's base built first, untimed), in wall and CPU time. Issue 21's target is at most 1.3x for
+the first against the second; the intermediate evaluations play :data:`EVAL_SUBSET` (issue 21, item 3)
+where a side has those settings.
 
     PYTHONPATH=. python benchmarks/bench_train.py [demo|horizon|base|run|all] [--preset keyrecall-mini]
         [--store mlruns] [--set train.steps=60 ...] [--rollouts 256] [--horizons 8 16 32 64 128]
@@ -78,10 +78,10 @@ BASE_EVAL_EPISODES = 512
 RUN_STEPS, RUN_EVERY = 30, 2
 RUN_EVAL = {"eval.episodes": 256}
 """The held-out set campaigns evaluate on (256-512 episodes, in both configurations; 256 as the demo)."""
-EVAL_SUBSET: dict[str, Any] = {}
-"""Settings of cheap intermediate evaluations for the ``run`` benchmark's every-2-steps run (issue 21,
-item 3: a held-out subset, the full set at the end). Empty until those settings exist on main; then, for
-example, ``{"eval.subset_episodes": 128}``."""
+EVAL_SUBSET: dict[str, Any] = {"eval.curve_episodes": 128, "eval.curve_single_window": False}
+"""Cheap intermediate evaluations for the ``run`` benchmark's every-2-steps run (issue 21, item 3: the
+first 128 held-out episodes, compacted only; the final evaluation plays the full set). A side whose
+``EvalConfig`` predates these settings (7ee6af2) evaluates the full set every time."""
 
 
 def binomial_se(p: float, n: int) -> float:
@@ -228,12 +228,15 @@ def base_side(preset: str, seed: int, store: Path, overrides: dict[str, Any]) ->
 
 def run_side(every: int, store: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """In a side's subprocess: the demo preset's base (cached in ``store``, untimed), then one timed RL run."""
-    settings = {"train.steps": RUN_STEPS, "eval.every": every, **RUN_EVAL,
-                **(EVAL_SUBSET if every < RUN_STEPS else {}), **overrides}
+    from simlab.config import EvalConfig
+
+    subset = {k: v for k, v in EVAL_SUBSET.items() if k.split(".")[1] in EvalConfig.field_names()}
+    settings = {"train.steps": RUN_STEPS, "eval.every": every, **RUN_EVAL, **(subset if every < RUN_STEPS else {}),
+                **overrides}
     cfg = resolve(apply_overrides({"task": {"preset": DEMO_PRESET}, "train": {"recipe": "supo"}}, settings))
     base_checkpoint(cfg, store)
     cpu = time.process_time()
-    return {"seconds": timed_train(cfg, store)[0], "cpu_seconds": time.process_time() - cpu}
+    return {"seconds": timed_train(cfg, store)[0], "cpu_seconds": time.process_time() - cpu, "subset": bool(subset)}
 
 
 def held_out_success(preset: str, seed: int, path: str, overrides: dict[str, Any]) -> float:
@@ -243,7 +246,7 @@ def held_out_success(preset: str, seed: int, path: str, overrides: dict[str, Any
     settings = {"eval.episodes": BASE_EVAL_EPISODES, "eval.single_window": False, "eval.seed": "run", **overrides}
     cfg = resolve(apply_overrides({"task": {"preset": preset}, "seed": seed}, settings))
     policy, _ = load_checkpoint(path, expected_vocab_size=cfg.policy.vocab_size, device=device_of(cfg))
-    return evaluate(cfg, policy)[names.metric(names.EVAL_COMPACTED, names.SUCCESS)]
+    return evaluate(cfg, policy)[0][names.metric(names.EVAL_COMPACTED, names.SUCCESS)]
 
 
 def base_bench(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
@@ -284,19 +287,21 @@ def run_bench(args: argparse.Namespace) -> None:
     stores = {name: Path(tempfile.gettempdir()) / f"simlab-bench-run-{name.split()[-1]}" for name in sides}
     print(f"== one {RUN_STEPS}-step run of {DEMO_PRESET} (supo), evaluating every {RUN_EVERY} steps and only at the "
           f"end: {' vs '.join(sides)}, {args.rounds} round(s) alternating (bases built first, untimed)"
-          + ("" if EVAL_SUBSET else "; no evaluation subset on main yet (EVAL_SUBSET is empty)"))
+          + f"; intermediate evaluations with {EVAL_SUBSET} where a side has those settings")
 
     def measure(name: str, root: Path, _: int) -> dict[str, Any]:
         out = {}
         for every in (RUN_EVERY, RUN_STEPS):
             side = baseline.side(root, Path(__file__), ["run", "--every", str(every), "--store", str(stores[name]),
                                                         *args.set_args])
-            out.update({f"wall {every}": side["seconds"], f"cpu {every}": side["cpu_seconds"]})
+            out.update({f"wall {every}": side["seconds"], f"cpu {every}": side["cpu_seconds"],
+                        "subset": side.get("subset", False)})
         return out
 
     results = baseline.alternate(sides, args.rounds, measure, echo=lambda _: None)
     medians = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in results.items()}
     for name, m in medians.items():
+        print(f"   {name}: intermediate evaluations {'on the subset' if m['subset'] else 'on the full set'}")
         for clock in ("wall", "cpu"):
             every, end = m[f"{clock} {RUN_EVERY}"], m[f"{clock} {RUN_STEPS}"]
             print(f"   {name}, {clock} time: every {RUN_EVERY} steps {every:.1f} s, at the end only {end:.1f} s: "

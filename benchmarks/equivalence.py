@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from simlab import names
+from simlab.analysis import power
 from simlab.config import RunConfig, resolve
 from simlab.sinks import JsonlSink
 from simlab.train import base_checkpoint, evaluate, train
@@ -49,7 +50,8 @@ HERE = Path(__file__).resolve().parent
 TABLES = {"update": HERE / "equivalence" / "update.csv", "base": HERE / "equivalence" / "base.csv"}
 MARGIN = 0.02
 """Equivalence margin: 2 points of success."""
-ALPHA = 0.05
+ALPHA = power.ALPHA
+"""Each one-sided test's level: a 90 % TOST."""
 EPISODES = 512
 SUCCESS = names.metric(names.EVAL_COMPACTED, names.SUCCESS)
 ARMS = {
@@ -81,7 +83,7 @@ def one_run(experiment: str, arm: str, seed: int, store: Path) -> dict[str, Any]
         path = base_checkpoint(cfg, store / arm)  # a store per arm: both arms build their own
         seconds = time.perf_counter() - start
         policy, _ = load_checkpoint(path, expected_vocab_size=cfg.policy.vocab_size, device=torch.device("cpu"))
-        success = evaluate(cfg, policy)[SUCCESS]
+        success = evaluate(cfg, policy)[0][SUCCESS]
     else:
         base_checkpoint(cfg, store)  # the seed's base, shared by the arms; not part of the run's time
         start = time.perf_counter()
@@ -132,46 +134,29 @@ def paired(rows: list[dict[str, str]], experiment: str) -> tuple[np.ndarray, np.
 
 
 @dataclass(frozen=True)
-class Tost:
-    """A paired two one-sided t-test of ``new - old`` against +-margin."""
+class Paired:
+    """The paired difference ``new - old`` over seeds, and its TOST against +-``MARGIN``."""
 
     n: int
     mean: float
     se: float
-    low: float
-    high: float
-    """The (1 - 2 alpha) interval of the mean difference."""
-    p_lower: float
-    """p of H0: difference <= -margin."""
-    p_upper: float
-    """p of H0: difference >= +margin."""
-
-    @property
-    def equivalent(self) -> bool:
-        return max(self.p_lower, self.p_upper) < ALPHA
+    test: power.Tost
 
 
-def tost(old: np.ndarray, new: np.ndarray, margin: float = MARGIN) -> Tost:
-    from scipy import stats
-
+def tost(old: np.ndarray, new: np.ndarray, margin: float = MARGIN) -> Paired:
+    """The seeds' paired TOST (``simlab.analysis.power.tost`` on n - 1 degrees of freedom)."""
     d = new - old
-    n = d.size
-    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
-    if se == 0.0:  # identical differences: the interval is the point
-        inside = abs(mean) < margin
-        return Tost(n, mean, 0.0, mean, mean, 0.0 if inside else 1.0, 0.0 if inside else 1.0)
-    t_crit = float(stats.t.ppf(1 - ALPHA, n - 1))
-    p_lower = float(stats.t.sf((mean + margin) / se, n - 1))
-    p_upper = float(stats.t.cdf((mean - margin) / se, n - 1))
-    return Tost(n, mean, se, mean - t_crit * se, mean + t_crit * se, p_lower, p_upper)
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+    return Paired(d.size, mean, se, power.tost(mean, se, d.size - 1, margin, alpha=ALPHA))
 
 
-def describe(experiment: str, old: np.ndarray, new: np.ndarray, result: Tost) -> str:
+def describe(experiment: str, old: np.ndarray, new: np.ndarray, result: Paired) -> str:
     base_arm, new_arm = ARMS[experiment]
-    verdict = "equivalent" if result.equivalent else "not shown equivalent"
+    t = result.test
+    verdict = "equivalent" if t.equivalent else "not shown equivalent"
     return (f"{experiment}: {result.n} seeds, {base_arm} {old.mean():.4f} vs {new_arm} {new.mean():.4f}; "
-            f"difference {result.mean:+.4f} (SE {result.se:.4f}), 90% interval [{result.low:+.4f}, {result.high:+.4f}] "
-            f"against +-{MARGIN}: p = {result.p_lower:.2g} (lower), {result.p_upper:.2g} (upper): {verdict}")
+            f"difference {result.mean:+.4f} (SE {result.se:.4f}), 90% interval [{t.low:+.4f}, {t.high:+.4f}] "
+            f"against +-{MARGIN}: p = {t.p_lower:.2g} (lower), {t.p_upper:.2g} (upper): {verdict}")
 
 
 def check() -> None:

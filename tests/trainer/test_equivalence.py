@@ -23,7 +23,7 @@ def _experiments():
     spec = importlib.util.spec_from_file_location("equivalence", REPO / "benchmarks" / "equivalence.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["equivalence"] = module  # dataclasses resolve their module by name
+    sys.modules["equivalence"] = module  # a dataclass looks its module up by name
     spec.loader.exec_module(module)
     return module
 
@@ -40,17 +40,17 @@ def test_the_committed_table_shows_equivalence_within_two_points(experiment):
     old, new = eq.paired(eq.read_table(path), experiment)
     assert old.size >= 8  # seeds with both arms
     result = eq.tost(old, new)
-    assert result.equivalent, eq.describe(experiment, old, new, result)
-    assert -eq.MARGIN < result.low <= result.high < eq.MARGIN
+    assert result.test.equivalent, eq.describe(experiment, old, new, result)
+    assert -eq.MARGIN < result.test.low <= result.test.high < eq.MARGIN
 
 
 def test_tost_decides_equivalence_and_its_absence():
     old = np.array([0.50, 0.52, 0.48, 0.51, 0.49, 0.50, 0.53, 0.47])
-    assert eq.tost(old, old + np.array([0.001, -0.002, 0.0, 0.002, -0.001, 0.0, 0.001, -0.001])).equivalent
-    assert not eq.tost(old, old + 0.03).equivalent  # a real shift past the margin
-    assert not eq.tost(old, old + np.array([0.05, -0.05] * 4)).equivalent  # too noisy to decide
+    assert eq.tost(old, old + np.array([0.001, -0.002, 0.0, 0.002, -0.001, 0.0, 0.001, -0.001])).test.equivalent
+    assert not eq.tost(old, old + 0.03).test.equivalent  # a real shift past the margin
+    assert not eq.tost(old, old + np.array([0.05, -0.05] * 4)).test.equivalent  # too noisy to decide
     same = eq.tost(old, old)
-    assert same.equivalent and same.se == 0.0
+    assert same.test.equivalent and same.se == 0.0
 
 
 @pytest.mark.slow
