@@ -36,7 +36,9 @@ from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
 from simlab.errors import ConfigError, TrainingDiverged
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
+from simlab.harness.config import draw_fracs
 from simlab.harness.phases import phase_table
+from simlab.harness.protocol import Phase
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.decode import score_tokens
@@ -45,7 +47,7 @@ from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
 from simlab.summarisers import SUMMARISERS
-from simlab.update import clipped_policy_loss, explained_variance, value_loss, weighted_entropy
+from simlab.update import clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
 
 
 def device_of(cfg: RunConfig) -> torch.device:
@@ -121,6 +123,19 @@ def from_token_grid(values: Tensor, batch: SegmentBatch, tb: TokenBatch) -> np.n
     return grid
 
 
+def not_summary(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
+    """(S, max_optimised) True on the batch's optimised tokens that are not summary tokens."""
+    summary = from_token_grid((tb.phase == int(Phase.SUMMARY)).float(), batch, tb) > 0.5
+    return batch.token_mask & ~summary
+
+
+def keys_attended(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
+    """(S,) per row, the context each of its optimised tokens was generated from, summed (the keys read)."""
+    rows = batch.num_segments
+    positions = torch.arange(tb.tokens.shape[1], device=tb.tokens.device)
+    return (tb.optimised[:rows] * positions).sum(dim=1).cpu().double().numpy()
+
+
 def score(policy: Policy, tb: TokenBatch, table: Tensor, temperature: float) -> Any:
     allowed = table[tb.phase]  # (S, T, V)
     return score_tokens(policy, tb.tokens, allowed, tb.optimised, temperature=temperature)
@@ -150,6 +165,7 @@ def collect(
     generator: torch.Generator | None = None,
     teacher: str | None = None,
     base_path: Path | None = None,
+    fracs: np.ndarray | None = None,
 ) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
     """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
 
@@ -166,7 +182,7 @@ def collect(
     assert policy is not None
     policy.eval()
     agent = PolicyAgent(policy, n, temperature=cfg.train.temperature, greedy=greedy, generator=generator)
-    rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen)
+    rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen, fracs=fracs)
     return rb, env, agent
 
 
@@ -325,6 +341,8 @@ class Trainer:
             self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=t.lr * t.critic_lr_scale)
         elif t.critic == "head":
             self.critic = policy
+        self.schedule_used = 0.0
+        """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.gen = torch.Generator().manual_seed(cfg.seed)
         # rollouts sample on the policy's device; on the CPU they share the mini-batch stream as always
         self.sample_gen = self.gen if self.device.type == "cpu" else torch.Generator(self.device).manual_seed(cfg.seed)
@@ -343,8 +361,13 @@ class Trainer:
         """Roll out one step's prompts x G with the policy, on the step's prompt stream."""
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
+        fracs = None
+        if t.threshold_draw != "fixed":  # training thresholds drawn per group or per rollout
+            fracs = draw_fracs(self.cfg.harness.frac, draw=t.threshold_draw, spread=t.frac_spread, seed=seed,
+                               num_envs=t.prompts * t.group_size, group_size=t.group_size)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
-                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
+                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path,
+                       fracs=fracs)
 
     def critic_values(self, tb: TokenBatch, table: Tensor) -> Tensor | None:
         """The critic's values on the batch's tokens, or ``None`` without a critic."""
@@ -366,11 +389,15 @@ class Trainer:
         batch = rb.batch
         if values is not None:
             batch = batch.with_values(from_token_grid(values, batch, tb))
+        if t.cost != "none":  # the estimator sees R - coef * sum of the segments' costs
+            batch = credit.with_cost(batch, t.cost, coef=t.cost_coef, row_context=keys_attended(batch, tb))
         est = credit.estimate(batch, t.estimator, **t.estimator_options())
         adv = est.advantages
         if t.whiten:
             adv = credit.whiten(adv, batch.token_mask)
-        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask)
+        token_mask = not_summary(batch, tb) if t.summary_loss == "mask" else None
+        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask, row_weight=t.row_weight,
+                                      token_mask=token_mask)
         grids = {"advantages": to_token_grid(adv, batch, tb), "weights": to_token_grid(weights, batch, tb)}
         if est.value_targets is not None:
             grids["targets"] = to_token_grid(est.value_targets, batch, tb)
@@ -402,7 +429,7 @@ class Trainer:
                     old[idx] = sc.logprobs.detach()
                 w = grids["weights"][idx]
                 loss, st = clipped_policy_loss(sc.logprobs, old[idx], grids["advantages"][idx], w,
-                                               eps_low=t.eps_low, eps_high=t.eps_high)
+                                               eps_low=t.eps_low, eps_high=t.eps_high, ratio=t.ratio)
                 if t.entropy_coef:
                     loss = loss - t.entropy_coef * (w * sc.entropy).sum()
                 check_finite("policy loss", loss, step)
@@ -459,8 +486,12 @@ class Trainer:
         values = self.critic_values(tb, table)
         batch, grids, adv = self.credit(rb, tb, values)
         metrics: dict[str, float] = {}
+        if t.cost != "none":
+            metrics[names.LOSS_SHAPED_RETURN] = float(batch.rewards.mean())
         if policy_update:
+            metrics[names.LOSS_LR] = self.schedule_lr()
             metrics.update(self.update_policy(tb, table, grids, step))
+            self.schedule_used += batch.num_rollouts if t.schedule_unit == "rollouts" else int(batch.is_real.sum())
         if "targets" in grids:
             metrics.update(self.update_critic(tb, table, grids, step))
             assert values is not None
@@ -480,6 +511,21 @@ class Trainer:
             names.PERF_OPTIMISED_TOKENS: optimised,
         })
         return metrics
+
+    def schedule_lr(self) -> float:
+        """Set the optimisers' learning rates from the schedule's clock; returns the policy's.
+
+        The schedule is planned over ``steps x prompts x group_size`` units: logical rollouts, which a step
+        always holds that many of, or rows, of which a compacting policy's step holds more.
+        """
+        t = self.cfg.train
+        factor = lr_factor(t.lr_schedule, self.schedule_used, max(t.steps * t.prompts * t.group_size, 1))
+        for group in self.opt.param_groups:
+            group["lr"] = t.lr * factor
+        if self.critic_opt is not None:
+            for group in self.critic_opt.param_groups:
+                group["lr"] = t.lr * t.critic_lr_scale * factor
+        return t.lr * factor
 
     def first_epoch_scores_old(self) -> bool:
         """Whether the first epoch's forward gives the old log-probs, saving a pass over the batch.
@@ -504,8 +550,8 @@ class Trainer:
         """The credit layer's health summary of the batch, and its advantages against the reference."""
         t = self.cfg.train
         lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
-        opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,
-                                           lam=t.lam, **lam_opts)
+        opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask,
+                                           row_weight=t.row_weight, gamma=t.gamma, lam=t.lam, **lam_opts)
         out = {names.health(k): v for k, v in credit.health.summary(batch, opts).items()}
         if batch.values is not None:  # a GAE run: its advantages against the concatenated reference
             out.update(credit.health.advantage_error(batch, adv, **t.estimator_options()))
