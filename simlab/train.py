@@ -334,6 +334,8 @@ class Trainer:
         self.device = policy.device
         t = cfg.train
         self.opt = torch.optim.Adam(policy.parameters(), lr=t.lr)
+        self.schedule_used = 0.0
+        """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.critic: Policy | None = None
         self.critic_opt: torch.optim.Optimizer | None = None
         if t.critic == "separate":
@@ -341,8 +343,6 @@ class Trainer:
             self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=t.lr * t.critic_lr_scale)
         elif t.critic == "head":
             self.critic = policy
-        self.schedule_used = 0.0
-        """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.gen = torch.Generator().manual_seed(cfg.seed)
         # rollouts sample on the policy's device; on the CPU they share the mini-batch stream as always
         self.sample_gen = self.gen if self.device.type == "cpu" else torch.Generator(self.device).manual_seed(cfg.seed)
