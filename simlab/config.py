@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS, estimator_family
+from simlab.credit import BASELINES, COSTS, ESTIMATORS, LAMBDA_READINGS, NORMALISERS, ROW_WEIGHTS, estimator_family
 from simlab.errors import ConfigError
 from simlab.harness.agents import AGENTS
-from simlab.harness.config import HarnessConfig, window_need
+from simlab.harness.config import THRESHOLD_DRAWS, HarnessConfig, window_need
+from simlab.harness.triggers import TRIGGERS
 from simlab.policy.model import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
 from simlab.schema import (
@@ -58,6 +59,7 @@ from simlab.schema import (
 )
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
+from simlab.update import RATIOS, SCHEDULES
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
@@ -74,6 +76,10 @@ Unit = Annotated[float, RealIn(0.0, 1.0)]
 """A number in [0, 1]."""
 UnitOpen = Annotated[float, RealIn(0.0, 1.0, lo_open=True)]
 """A number in (0, 1]."""
+SUMMARY_LOSSES = ("train", "mask")
+"""``train.summary_loss``: the summary tokens trained with the outcome's advantage, or their loss masked."""
+SCHEDULE_UNITS = ("rollouts", "rows")
+"""``train.schedule_unit``: what the learning-rate schedule's clock counts."""
 
 
 @section
@@ -91,8 +97,25 @@ class TrainConfig(Section):
     """Advantage estimator, a name in ``simlab.credit.ESTIMATORS``."""
     normaliser: Annotated[str, NameIn(lambda: NORMALISERS)] = "token"
     """Loss normaliser, a name (or verl alias) in ``simlab.credit.NORMALISERS``."""
+    row_weight: Annotated[str, NameIn(lambda: ROW_WEIGHTS)] = "none"
+    """Per-row loss weight c_j, times the normaliser's (verl PR #7580's ``loss_weight``): ``none``,
+    ``inverse_k`` (1/K: every rollout counts once) or ``length_ratio`` (n_j / mean n)."""
     overlong_mask: Annotated[bool, Flag()] = True
     """SUPO: unfinished rollouts get zero loss weight (they still count in advantage statistics)."""
+    summary_loss: Annotated[str, OneOf(SUMMARY_LOSSES)] = "train"
+    """The summary tokens the policy writes: ``train`` them with the outcome's advantage, or ``mask`` their
+    loss (weight 0, out of every normaliser's denominators; the critic still regresses on them)."""
+    baseline: Annotated[str, NameIn(lambda: BASELINES)] = "all"
+    """Group estimators: which rollouts enter the group's mean and std, ``all`` or ``finished`` (invalid,
+    overlong rollouts out of the baseline, NeMo-RL #4078); every rollout still gets an advantage."""
+    cost: Annotated[str, NameIn(lambda: COSTS)] = "none"
+    """A per-segment cost summed over the rollout's segments and subtracted from its reward (``tokens``,
+    ``segments``, ``context``: keys attended), x ``cost_coef``; ``none``: the task's reward."""
+    cost_coef: Annotated[float, RealIn(0.0)] = 0.0
+    """Reward units per unit of ``cost`` (per token, per segment, per attended key), >= 0."""
+    ratio: Annotated[str, NameIn(lambda: RATIOS)] = "token"
+    """Importance ratio of the clipped loss: ``token`` (PPO) or ``segment`` (GSPO's geometric mean over a
+    segment's tokens, clipped per segment; set eps_low/eps_high to GSPO's 3e-4/4e-4 scale)."""
     whiten: Annotated[bool, Flag()] = False
     """Batch-level masked whitening of advantages (verl applies it after GAE)."""
     std_normalize: Annotated[bool, Flag()] = True
@@ -119,6 +142,19 @@ class TrainConfig(Section):
     """RL training steps."""
     lr: Positive = 3e-4
     """Policy learning rate (Adam)."""
+    lr_schedule: Annotated[str, NameIn(lambda: SCHEDULES)] = "constant"
+    """Learning-rate schedule over the planned ``steps x prompts x group_size`` units: ``constant``,
+    ``linear`` or ``cosine`` decay to 0 (policy and critic alike)."""
+    schedule_unit: Annotated[str, OneOf(SCHEDULE_UNITS)] = "rollouts"
+    """What the schedule's clock counts: logical ``rollouts`` (NeMo-RL #4078) or ``rows`` (segments), so
+    that a compacting policy runs through its schedule K times faster."""
+    threshold_draw: Annotated[str, OneOf(THRESHOLD_DRAWS)] = "fixed"
+    """Training rollouts' threshold L = floor(frac x W): ``fixed`` (harness.frac), drawn once per
+    ``group`` (its G rollouts share it) or per ``rollout``, uniformly in harness.frac +- frac_spread.
+    Evaluation always plays harness.frac."""
+    frac_spread: Annotated[float, RealIn(0.0, 1.0, hi_open=True)] = 0.0
+    """Half-width of the threshold draw around harness.frac; > 0 needs a ``group`` or ``rollout`` draw
+    (0 with a draw is the control: every draw gives harness.frac)."""
     critic: Annotated[str, OneOf(("auto", "none", "head", "separate"))] = "auto"
     """``none`` (GRPO), ``head`` (value head on the policy trunk) or ``separate`` (CompactionRL: a critic
     initialised from the policy checkpoint, with its own optimiser); ``auto``: none for GRPO, separate
@@ -167,6 +203,13 @@ class TrainConfig(Section):
                 raise self.invalid("response_cap", "lam='response_cap' needs it; choose an integer >= 1")
         if self.algorithm == "ppo" and self.critic == "none":
             raise self.invalid("critic", "algorithm='ppo' needs a critic; choose 'head' or 'separate'")
+        if self.baseline != "all" and estimator_family(self.estimator) != "group":
+            raise self.invalid("baseline", f"it applies to group estimators, not {self.estimator!r}; choose 'all'")
+        if self.cost_coef > 0 and COSTS.canonical(self.cost) == "none":
+            raise self.invalid("cost_coef", "cost='none' has nothing to scale; choose 0 or set train.cost")
+        if self.frac_spread > 0 and self.threshold_draw == "fixed":
+            raise self.invalid("frac_spread", "threshold_draw='fixed' draws nothing; choose 0 or a 'group' or "
+                               "'rollout' draw")
         if self.prompts * self.group_size > BATCH_MAX:
             raise self.invalid("prompts", f"prompts x group_size = {self.prompts * self.group_size} rollouts per "
                                f"step; choose an integer <= {BATCH_MAX // self.group_size}")
@@ -174,7 +217,7 @@ class TrainConfig(Section):
     def estimator_options(self) -> dict[str, Any]:
         """Keyword options for ``simlab.credit.advantages``."""
         if estimator_family(self.estimator) == "group":
-            return {"std_normalize": self.std_normalize, "unbiased_std": self.unbiased_std}
+            return {"std_normalize": self.std_normalize, "unbiased_std": self.unbiased_std, "baseline": self.baseline}
         opts: dict[str, Any] = {"gamma": self.gamma, "lam": self.lam}
         if isinstance(self.lam, str):
             opts["alpha"] = self.alpha
@@ -450,6 +493,27 @@ def _train(preset: Any, recipe: Recipe, harness: HarnessConfig, user: dict[str, 
     return TrainConfig(**data)
 
 
+def _check_draw(harness: HarnessConfig, train: TrainConfig, need: tuple[int, int]) -> None:
+    """A drawn threshold needs a trigger that reads frac, and every draw, harness.frac +- frac_spread, must
+    be a fraction in (0, 1] whose L passes the window check."""
+    if train.threshold_draw == "fixed":
+        return
+    if not TRIGGERS.get(harness.trigger).reads_frac:
+        readers = [n for n in TRIGGERS.names() if TRIGGERS.get(n).reads_frac]
+        raise ConfigError.invalid("train.threshold_draw", train.threshold_draw, f"trigger {harness.trigger!r} does "
+                                  f"not read harness.frac; choose 'fixed' or a trigger in {readers}")
+    spread = train.frac_spread
+    for end in (harness.frac - spread, harness.frac + spread):
+        if not 0.0 < end <= 1.0:
+            raise ConfigError.invalid("train.frac_spread", spread, f"the draw reaches harness.frac={end:g}, outside "
+                                      f"(0, 1]; choose a value < {harness.frac:g} and <= {1 - harness.frac:g}")
+        try:
+            harness.replace(frac=end).check_fits(*need)
+        except ConfigError as exc:
+            raise ConfigError.invalid("train.frac_spread", spread, f"the draw reaches harness.frac={end:g}, where "
+                                      f"{exc.allowed}") from None
+
+
 def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
     """Layer ``nested`` over the preset, the recipe and the defaults; validate everything.
 
@@ -474,8 +538,10 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
                                   "it is set by the task (task.vocab_size); remove it")
 
     task_cfg = preset.task.replace(**user["task"])
-    harness_cfg = _harness(preset, recipe, user["harness"], _env_need(preset.env_id, task_cfg))
+    need = _env_need(preset.env_id, task_cfg)
+    harness_cfg = _harness(preset, recipe, user["harness"], need)
     train_cfg = _train(preset, recipe, harness_cfg, user["train"])
+    _check_draw(harness_cfg, train_cfg, need)
     policy = {"max_len": harness_cfg.window + POLICY_MARGIN, "value_head": train_cfg.critic == "head",
               **preset.policy, **user["policy"]}
     return RunConfig(

@@ -75,8 +75,12 @@ LOSS_ENTROPY = "loss/entropy"
 LOSS_GRAD_NORM = "loss/grad_norm"
 LOSS_VALUE = "loss/value"
 LOSS_EXPLAINED_VARIANCE = "loss/explained_variance"
+LOSS_LR = "loss/lr"
+"""The policy's learning rate in the step's update (``train.lr`` x the schedule's factor)."""
+LOSS_SHAPED_RETURN = "loss/shaped_return"
+"""Mean reward after the per-segment cost (``train.cost``) was subtracted: what the estimator saw."""
 LOSS = (LOSS_POLICY, LOSS_CLIP_FRACTION, LOSS_APPROX_KL, LOSS_ENTROPY, LOSS_GRAD_NORM, LOSS_VALUE,
-        LOSS_EXPLAINED_VARIANCE)
+        LOSS_EXPLAINED_VARIANCE, LOSS_LR, LOSS_SHAPED_RETURN)
 BASE_LOSS = "base/loss"
 """Behaviour cloning's loss."""
 

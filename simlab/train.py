@@ -39,7 +39,9 @@ from simlab.config import RunConfig
 from simlab.credit import SegmentBatch
 from simlab.errors import ConfigError, TrainingDiverged
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
+from simlab.harness.config import draw_fracs
 from simlab.harness.phases import phase_table
+from simlab.harness.protocol import Phase
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.decode import TokenScores, score_tokens
@@ -48,7 +50,7 @@ from simlab.policy.model import Policy, critic_from
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
 from simlab.summarisers import SUMMARISERS
-from simlab.update import clipped_policy_loss, explained_variance, value_loss, weighted_entropy
+from simlab.update import clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
 
 
 def device_of(cfg: RunConfig) -> torch.device:
@@ -169,6 +171,19 @@ def from_token_grid(values: Tensor, batch: SegmentBatch, tb: TokenBatch) -> np.n
     return grid
 
 
+def not_summary(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
+    """(S, max_optimised) True on the batch's optimised tokens that are not summary tokens."""
+    summary = from_token_grid((tb.phase == int(Phase.SUMMARY)).float(), batch, tb) > 0.5
+    return batch.token_mask & ~summary
+
+
+def keys_attended(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
+    """(S,) per row, the context each of its optimised tokens was generated from, summed (the keys read)."""
+    rows = batch.num_segments
+    positions = torch.arange(tb.tokens.shape[1], device=tb.tokens.device)
+    return (tb.optimised[:rows] * positions).sum(dim=1).cpu().double().numpy()
+
+
 def score(policy: Policy, tb: TokenBatch, table: Tensor, temperature: float) -> Any:
     allowed = table[tb.phase]  # (S, T, V)
     return score_tokens(policy, tb.tokens, allowed, tb.optimised, temperature=temperature)
@@ -208,6 +223,7 @@ def collect(
     generator: torch.Generator | None = None,
     teacher: str | None = None,
     base_path: Path | None = None,
+    fracs: np.ndarray | None = None,
 ) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
     """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
 
@@ -224,7 +240,7 @@ def collect(
     assert policy is not None
     policy.eval()
     agent = PolicyAgent(policy, n, temperature=cfg.train.temperature, greedy=greedy, generator=generator)
-    rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen)
+    rb = run_rollouts(env, agent, harness, seed=seed, group_size=group_size, summariser=frozen, fracs=fracs)
     return rb, env, agent
 
 
@@ -413,6 +429,8 @@ class Trainer:
         self.device = policy.device
         t = cfg.train
         self.opt = torch.optim.Adam(policy.parameters(), lr=t.lr)
+        self.schedule_used = 0.0
+        """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.critic: Policy | None = None
         self.critic_opt: torch.optim.Optimizer | None = None
         if t.critic == "separate":
@@ -439,8 +457,13 @@ class Trainer:
         """Roll out one step's prompts x G with the policy, on the step's prompt stream."""
         t = self.cfg.train
         seed = self.prompt_seed(step, pretrain=pretrain)
+        fracs = None
+        if t.threshold_draw != "fixed":  # training thresholds drawn per group or per rollout
+            fracs = draw_fracs(self.cfg.harness.frac, draw=t.threshold_draw, spread=t.frac_spread, seed=seed,
+                               num_envs=t.prompts * t.group_size, group_size=t.group_size)
         return collect(self.cfg, self.policy, harness=self.cfg.harness, prompts=t.prompts,
-                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path)
+                       group_size=t.group_size, seed=seed, generator=self.sample_gen, base_path=self.base_path,
+                       fracs=fracs)
 
     def minibatches(self, tb: TokenBatch) -> list[MiniBatch]:
         """One epoch's mini-batches: length buckets, or random padded ones (``train.length_buckets``)."""
@@ -474,11 +497,15 @@ class Trainer:
         batch = rb.batch
         if values is not None:
             batch = batch.with_values(from_token_grid(values, batch, tb))
+        if t.cost != "none":  # the estimator sees R - coef * sum of the segments' costs
+            batch = credit.with_cost(batch, t.cost, coef=t.cost_coef, row_context=keys_attended(batch, tb))
         est = credit.estimate(batch, t.estimator, **t.estimator_options())
         adv = est.advantages
         if t.whiten:
             adv = credit.whiten(adv, batch.token_mask)
-        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask)
+        token_mask = not_summary(batch, tb) if t.summary_loss == "mask" else None
+        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask, row_weight=t.row_weight,
+                                      token_mask=token_mask)
         grids = {"advantages": to_token_grid(adv, batch, tb), "weights": to_token_grid(weights, batch, tb)}
         if est.value_targets is not None:
             grids["targets"] = to_token_grid(est.value_targets, batch, tb)
@@ -507,7 +534,7 @@ class Trainer:
                     old[mb.rows, : mb.width] = sc.logprobs.detach()
                 w = mb.of(grids["weights"])
                 loss, st = clipped_policy_loss(sc.logprobs, mb.of(old), mb.of(grids["advantages"]), w,
-                                               eps_low=t.eps_low, eps_high=t.eps_high)
+                                               eps_low=t.eps_low, eps_high=t.eps_high, ratio=t.ratio)
                 if t.entropy_coef:
                     loss = loss - t.entropy_coef * (w * sc.entropy).sum()
                 check_finite("policy loss", loss, step)
@@ -561,8 +588,12 @@ class Trainer:
         values = self.critic_values(tb, table)
         batch, grids, adv = self.credit(rb, tb, values)
         metrics: dict[str, float] = {}
+        if t.cost != "none":
+            metrics[names.LOSS_SHAPED_RETURN] = float(batch.rewards.mean())
         if policy_update:
+            metrics[names.LOSS_LR] = self.schedule_lr()
             metrics.update(self.update_policy(tb, table, grids, step))
+            self.schedule_used += batch.num_rollouts if t.schedule_unit == "rollouts" else int(batch.is_real.sum())
         if "targets" in grids:
             metrics.update(self.update_critic(tb, table, grids, step))
             assert values is not None
@@ -582,6 +613,21 @@ class Trainer:
             names.PERF_OPTIMISED_TOKENS: optimised,
         })
         return metrics
+
+    def schedule_lr(self) -> float:
+        """Set the optimisers' learning rates from the schedule's clock; returns the policy's.
+
+        The schedule is planned over ``steps x prompts x group_size`` units: logical rollouts, which a step
+        always holds that many of, or rows, of which a compacting policy's step holds more.
+        """
+        t = self.cfg.train
+        factor = lr_factor(t.lr_schedule, self.schedule_used, max(t.steps * t.prompts * t.group_size, 1))
+        for group in self.opt.param_groups:
+            group["lr"] = t.lr * factor
+        if self.critic_opt is not None:
+            for group in self.critic_opt.param_groups:
+                group["lr"] = t.lr * t.critic_lr_scale * factor
+        return t.lr * factor
 
     def first_epoch_scores_old(self) -> bool:
         """Whether the first epoch's forward gives the old log-probs, saving a pass over the batch.
@@ -606,8 +652,8 @@ class Trainer:
         """The credit layer's health summary of the batch, and its advantages against the reference."""
         t = self.cfg.train
         lam_opts = {k: v for k, v in t.estimator_options().items() if k in ("alpha", "response_cap")}
-        opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask, gamma=t.gamma,
-                                           lam=t.lam, **lam_opts)
+        opts = credit.health.HealthOptions(normaliser=t.normaliser, overlong_mask=t.overlong_mask,
+                                           row_weight=t.row_weight, gamma=t.gamma, lam=t.lam, **lam_opts)
         out = {names.health(k): v for k, v in credit.health.summary(batch, opts).items()}
         if batch.values is not None:  # a GAE run: its advantages against the concatenated reference
             out.update(credit.health.advantage_error(batch, adv, **t.estimator_options()))

@@ -1,18 +1,79 @@
-"""The update step's losses: PPO/GRPO clipped policy loss, critic loss, and their diagnostics.
+"""The update step's losses: PPO/GRPO clipped policy loss, critic loss, and their diagnostics; the
+importance ratios (``RATIOS``) and the learning-rate schedules (``SCHEDULES``) they are taken with.
 
 Every loss here is a weighted sum, ``(w * per_token_loss).sum()``, where ``w`` comes from a credit-layer
 normaliser (:func:`simlab.loss_weights`): reduction is decided there, never here. Tensors are
-batch-first ``(B, T)``; weights are 0 on padding, dummy rows and masked rollouts.
+batch-first ``(B, T)``, one row per segment; weights are 0 on padding, dummy rows, masked rollouts and
+masked tokens, and a row's tokens with weight > 0 are the ones its sequence-level ratio averages over.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from simlab.schema import POSITIVE, check_value
+from simlab.registry import Registry
+from simlab.schema import POSITIVE, RealIn, check_value
+
+Ratio = Callable[[Tensor, Tensor], Tensor]
+"""(log_ratio: (B, T), mask: (B, T) tokens that count) -> (B, T) the importance ratio of each token."""
+RATIOS: Registry[Ratio] = Registry("ratio")
+
+
+@RATIOS.register("token")
+def token_ratio(log_ratio: Tensor, mask: Tensor) -> Tensor:
+    """r_t = exp(log pi(a_t) - log pi_old(a_t)): each token's own ratio, clipped token by token (PPO)."""
+    return torch.exp(log_ratio)
+
+
+@RATIOS.register("segment", aliases=("gspo",))
+def segment_ratio(log_ratio: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's sequence ratio with a segment as the sequence (Zheng et al. 2025, eqs. 7 and 13, GSPO-token):
+
+    s_i   = exp( sum_t m_t * (log pi(a_t) - log pi_old(a_t)) / sum_t m_t )   the geometric mean over the row
+    s_i,t = sg[s_i] * pi(a_t) / sg[pi(a_t)]                     value s_i, gradient s_i * grad log pi(a_t)
+
+    Every token of a row carries the row's ratio, so the clip acts per segment. With an advantage and a
+    weight constant over the row, the gradient is GSPO's sequence-level one. Shapes: (B, T) -> (B, T).
+    """
+    m = mask.to(log_ratio.dtype)
+    log_s = (log_ratio * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp_min(1.0)  # (B, 1)
+    return torch.exp(log_ratio - log_ratio.detach() + log_s.detach())
+
+
+Schedule = Callable[[float], float]
+"""(progress p >= 0, the share of the planned schedule used) -> learning-rate factor."""
+SCHEDULES: Registry[Schedule] = Registry("lr_schedule")
+
+
+@SCHEDULES.register("constant")
+def constant_lr(p: float) -> float:
+    """f(p) = 1: the learning rate as set, whatever the clock says."""
+    return 1.0
+
+
+@SCHEDULES.register("linear")
+def linear_lr(p: float) -> float:
+    """f(p) = max(0, 1 - p): linear decay to 0 at the end of the planned schedule (Megatron's ``linear``)."""
+    return max(0.0, 1.0 - p)
+
+
+@SCHEDULES.register("cosine")
+def cosine_lr(p: float) -> float:
+    """f(p) = (1 + cos(pi * min(p, 1))) / 2: cosine decay to 0 (Loshchilov and Hutter 2017, eq. 5, no restart)."""
+    return 0.5 * (1.0 + math.cos(math.pi * min(p, 1.0)))
+
+
+def lr_factor(schedule: str, used: float, planned: float) -> float:
+    """f(used / planned) of schedule ``schedule``: the learning-rate factor once ``used`` of ``planned``
+    units (rollouts or rows) have been trained on."""
+    planned = float(check_value("planned", planned, RealIn(0.0, lo_open=True)))
+    used = float(check_value("used", used, RealIn(0.0)))
+    return SCHEDULES.get(schedule, "lr_schedule")(used / planned)
 
 
 def check_clip(name: str, value: float) -> float:
@@ -38,21 +99,24 @@ def clipped_policy_loss(
     *,
     eps_low: float = 0.2,
     eps_high: float = 0.28,
+    ratio: str = "token",
 ) -> tuple[Tensor, PolicyLossStats]:
     """PPO's clipped surrogate with separate lower and upper clip ranges (DAPO's clip-higher).
 
-    r_t  = exp(log pi(a_t) - log pi_old(a_t))
+    r_t  = exp(log pi(a_t) - log pi_old(a_t))      (``ratio='token'``; ``'segment'``: GSPO's s_i,t)
     l_t  = -min(r_t * A_t, clip(r_t, 1 - eps_low, 1 + eps_high) * A_t)
     loss = sum_t w_t * l_t
 
-    Shapes: all (B, T); returns a scalar loss. SUPO uses eps_low 0.20 / eps_high 0.28, no KL, no entropy.
+    Shapes: all (B, T), one row per segment; returns a scalar loss. SUPO uses eps_low 0.20 / eps_high
+    0.28, no KL, no entropy; GSPO clips its sequence ratio far tighter (3e-4 / 4e-4). ``ratio`` is a name
+    in ``RATIOS``; a segment ratio averages over the row's tokens with weight > 0.
     """
     eps_low = check_clip("eps_low", eps_low)
     eps_high = check_clip("eps_high", eps_high)
     log_ratio = logp - old_logp
-    ratio = torch.exp(log_ratio)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
+    ratio_t = RATIOS.get(ratio, "ratio")(log_ratio, weights > 0)
+    unclipped = ratio_t * advantages
+    clipped = torch.clamp(ratio_t, 1.0 - eps_low, 1.0 + eps_high) * advantages
     per_token = -torch.minimum(unclipped, clipped)
     loss = (weights * per_token).sum()
     with torch.no_grad():
@@ -60,7 +124,7 @@ def clipped_policy_loss(
         was_clipped = (clipped < unclipped).to(weights.dtype)
         stats = PolicyLossStats(
             clip_fraction=float((weights * was_clipped).sum() / total),
-            approx_kl=float((weights * (ratio - 1.0 - log_ratio)).sum() / total),
+            approx_kl=float((weights * (torch.exp(log_ratio) - 1.0 - log_ratio)).sum() / total),
         )
     return loss, stats
 

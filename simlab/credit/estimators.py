@@ -8,6 +8,8 @@ whitens or normalises the loss; whitening is :func:`simlab.credit.whiten`, reduc
 Group estimators (GRPO family), for rollout r in prompt group g with G_g rollouts:
     rollout_group     A_r = (R_r - mean_g(R)) / (std_g(R) + eps)                  SUPO eq. (3), ReSum
     trajectory_group  same, mean/std over R repeated once per segment (K_r times)   SUPO eq. (4), ablated
+Which rollouts of a group enter mean_g and std_g is the ``baseline`` option (``BASELINES``): ``all``, or
+``finished`` (invalid, overlong rollouts out of the baseline, NeMo-RL PR #4078).
 GAE family (PPO with a critic):
     gae_concat        GAE over the rollout's tokens concatenated across segments (the reference)
     gae_segment_local GAE inside each segment, reward on its last token, V = 0 after it
@@ -27,7 +29,7 @@ from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.registry import Registry
 from simlab.schema import RealIn, check_value
-from simlab.segments import FloatArray, SegmentBatch
+from simlab.segments import BoolArray, FloatArray, SegmentBatch
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,23 @@ class Estimate:
 Estimator = Callable[..., Estimate]
 ESTIMATORS: Registry[Estimator] = Registry("estimator")
 
+Baseline = Callable[[SegmentBatch], BoolArray]
+"""(batch) -> (R,) the rollouts that enter their group's mean and std."""
+BASELINES: Registry[Baseline] = Registry("baseline")
+
+
+@BASELINES.register("all")
+def all_rollouts(batch: SegmentBatch) -> BoolArray:
+    """b_r = 1: every rollout of the group enters mean_g and std_g (GRPO; verl, slime, SkyRL)."""
+    return np.ones(batch.num_rollouts, dtype=np.bool_)
+
+
+@BASELINES.register("finished")
+def finished_rollouts(batch: SegmentBatch) -> BoolArray:
+    """b_r = finished_r: only rollouts that answered enter mean_g and std_g (NeMo-RL PR #4078, "invalid
+    rollouts are excluded from the logical baseline"); an overlong rollout is still scored against them."""
+    return batch.finished.copy()
+
 
 # ---------------------------------------------------------------------- group-relative (GRPO family)
 def _group_advantage(
@@ -57,12 +76,13 @@ def _group_advantage(
 ) -> FloatArray:
     """(R,) per-rollout advantage against a weighted group baseline.
 
-    weight_r is how many times rollout r enters its group's statistics (1: per rollout; K_r: per segment).
+    weight_r is how many times rollout r enters its group's statistics (1: per rollout; K_r: per segment;
+    0: left out of the baseline).
     """
     check_value("eps", eps, RealIn(0.0))
     g, rewards, ng = batch.groups, batch.rewards, batch.num_groups
-    rollouts = np.bincount(g, minlength=ng)
-    count = np.bincount(g, weights=weight, minlength=ng)
+    rollouts = np.bincount(g, weights=(weight > 0).astype(np.float64), minlength=ng)  # rollouts in the baseline
+    count = np.maximum(np.bincount(g, weights=weight, minlength=ng), 1e-300)
     mean = np.bincount(g, weights=weight * rewards, minlength=ng) / count
     centred = rewards - mean[g]  # R - mean
     adv = centred
@@ -70,13 +90,23 @@ def _group_advantage(
         ddof = 1.0 if unbiased_std else 0.0
         var = np.bincount(g, weights=weight * centred**2, minlength=ng) / np.maximum(count - ddof, 1.0)
         adv = centred / (np.sqrt(var)[g] + eps)  # (R - mean) / (std + eps)
-    # A group of one has no baseline. verl returns the raw reward there; we return 0.
+    # A group with fewer than two rollouts in its baseline has none. verl returns the raw reward there; we return 0.
     return np.where(rollouts[g] >= 2, adv, 0.0)
+
+
+def _baseline_weight(batch: SegmentBatch, baseline: str) -> FloatArray:
+    """(R,) 1 for the rollouts that enter the group statistics under ``baseline``, else 0."""
+    return BASELINES.get(baseline, "baseline")(batch).astype(np.float64)
 
 
 @ESTIMATORS.register("rollout_group")
 def rollout_group(
-    batch: SegmentBatch, *, std_normalize: bool = True, eps: float = 1e-6, unbiased_std: bool = False
+    batch: SegmentBatch,
+    *,
+    std_normalize: bool = True,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+    baseline: str = "all",
 ) -> Estimate:
     """Group-relative advantage over the G rollouts of a prompt, broadcast to every token of every segment.
 
@@ -86,19 +116,25 @@ def rollout_group(
         std_normalize: False gives A_r = R_r - mean (Dr. GRPO).
         eps: added to the std (default 1e-6).
         unbiased_std: True uses ddof=1 as verl's ``torch.std`` does; default is the population std.
+        baseline: which rollouts enter mean and std, a name in ``BASELINES`` (``all``, ``finished``).
 
-    A group with one rollout gets advantage 0 (no baseline exists); verl returns the raw reward there.
-    Shapes: batch (S rows, W tokens) -> advantages (S, W).
+    A group with fewer than two rollouts in its baseline gets advantage 0 (no baseline exists); verl
+    returns the raw reward there. Shapes: batch (S rows, W tokens) -> advantages (S, W).
     """
     adv = _group_advantage(
-        batch, np.ones(batch.num_rollouts), std_normalize=std_normalize, eps=eps, unbiased_std=unbiased_std
+        batch, _baseline_weight(batch, baseline), std_normalize=std_normalize, eps=eps, unbiased_std=unbiased_std
     )
     return Estimate(batch.broadcast(batch.per_row(adv)))
 
 
 @ESTIMATORS.register("trajectory_group")
 def trajectory_group(
-    batch: SegmentBatch, *, std_normalize: bool = True, eps: float = 1e-6, unbiased_std: bool = False
+    batch: SegmentBatch,
+    *,
+    std_normalize: bool = True,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+    baseline: str = "all",
 ) -> Estimate:
     """Group-relative advantage with each rollout's reward counted once per segment (SUPO's ablated eq. 4).
 
@@ -106,9 +142,9 @@ def trajectory_group(
 
     This is what a GRPO trainer computes when segments are handed to it as independent samples: rollouts
     that compacted more pull the baseline (seed Block 1: +0.3 shift, advantages -2 / +0.5 instead of +-1).
-    Options as :func:`rollout_group`; a group with one rollout gets 0.
+    Options as :func:`rollout_group`; a group with fewer than two rollouts in its baseline gets 0.
     """
-    weight = batch.segments_per_rollout.astype(np.float64)
+    weight = batch.segments_per_rollout.astype(np.float64) * _baseline_weight(batch, baseline)
     adv = _group_advantage(batch, weight, std_normalize=std_normalize, eps=eps, unbiased_std=unbiased_std)
     return Estimate(batch.broadcast(batch.per_row(adv)))
 
@@ -261,6 +297,7 @@ def whiten(adv: FloatArray, mask: np.ndarray, *, shift_mean: bool = True, eps: f
 
 
 __all__ = [
+    "BASELINES",
     "ESTIMATORS",
     "Estimate",
     "advantages",

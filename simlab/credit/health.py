@@ -18,7 +18,7 @@ import numpy as np
 
 from simlab import names
 from simlab.credit.lambdas import check_gamma, segment_lambdas
-from simlab.credit.normalisers import row_weights
+from simlab.credit.normalisers import counted_tokens, row_weights
 from simlab.segments import BoolArray, FloatArray, IntArray, SegmentBatch, within_group_stats
 
 QUANTILES = names.QUANTILES
@@ -62,11 +62,12 @@ def compacting_shares(batch: SegmentBatch, normaliser: str, **options: Any) -> t
     Shares are over the rows the normaliser keeps. Block 1 (where the longer rollouts are the ones that
     compacted): segment normaliser 0.80 of the weight on 0.658 of the tokens.
     """
-    w = row_weights(batch, normaliser, **options) * batch.seg_tokens  # total weight per row
+    n = counted_tokens(batch, overlong_mask=options.get("overlong_mask", False), token_mask=options.get("token_mask"))
+    w = row_weights(batch, normaliser, **options) * n  # total weight per row
     longer = batch.per_row(longer_rollouts(batch)) > 0
     kept = w > 0
     total_w = w.sum()
-    tokens = batch.seg_tokens * kept
+    tokens = n * kept
     total_t = tokens.sum()
     loss_share = float(w[longer].sum() / total_w) if total_w > 0 else float("nan")
     token_share = float(tokens[longer].sum() / total_t) if total_t > 0 else float("nan")
@@ -154,6 +155,7 @@ class HealthOptions:
 
     normaliser: str = "token"
     overlong_mask: bool = False
+    row_weight: str = "none"
     gamma: float = 1.0
     lam: float | str = 0.95
     alpha: float | None = None
@@ -175,7 +177,8 @@ def summary(batch: SegmentBatch, opts: HealthOptions | None = None) -> dict[str,
         out[names.SEG_QUANTILE.format(q=int(q * 100))] = float(np.quantile(k, q))
     for count, n in segment_count_distribution(batch).items():
         out[names.seg_count(count)] = float(n)
-    loss_share, token_share = compacting_shares(batch, opts.normaliser, overlong_mask=opts.overlong_mask)
+    loss_share, token_share = compacting_shares(batch, opts.normaliser, overlong_mask=opts.overlong_mask,
+                                                row_weight=opts.row_weight)
     out[names.LONGER_LOSS_SHARE] = loss_share
     out[names.LONGER_TOKEN_SHARE] = token_share
     out[names.LONGER_RATE] = float(longer_rollouts(batch).mean())

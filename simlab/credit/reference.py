@@ -52,18 +52,22 @@ def group_advantage(
     std_normalize: bool = True,
     eps: float = 1e-6,
     unbiased_std: bool = False,
+    baseline: str = "all",
 ) -> FloatArray:
-    """rollout_group (per_segment=False) or trajectory_group (True), one rollout at a time."""
+    """rollout_group (per_segment=False) or trajectory_group (True), one rollout at a time; ``baseline``
+    ``finished`` leaves unfinished rollouts out of the pool their group's mean and std come from."""
     rows = _rollouts(batch)
     rewards = batch.rewards.tolist()
     groups = batch.groups.tolist()
+    finished = batch.finished.tolist()
     per_rollout = [0.0] * batch.num_rollouts
     for g in set(groups):
         members = [r for r in range(batch.num_rollouts) if groups[r] == g]
-        if len(members) < 2:
+        in_pool = [r for r in members if baseline == "all" or finished[r]]
+        if len(in_pool) < 2:
             continue
         pool: list[float] = []
-        for r in members:
+        for r in in_pool:
             pool.extend([rewards[r]] * (len(rows[r]) if per_segment else 1))
         mean = sum(pool) / len(pool)
         dof = len(pool) - (1 if unbiased_std else 0)
@@ -125,28 +129,49 @@ def gae(
 
 
 def loss_weights(
-    batch: SegmentBatch, name: str, *, overlong_mask: bool = False, max_tokens: int | None = None
+    batch: SegmentBatch,
+    name: str,
+    *,
+    overlong_mask: bool = False,
+    row_weight: str = "none",
+    token_mask: np.ndarray | None = None,
+    max_tokens: int | None = None,
 ) -> FloatArray:
-    """Token weights under normaliser ``name``, one row at a time."""
+    """Token weights under normaliser ``name`` and per-row weight ``row_weight``, one row at a time."""
     rows = _rollouts(batch)
-    n = batch.seg_tokens.tolist()
-    finished = batch.finished.tolist()
-    kept_rollouts = [r for r in range(batch.num_rollouts) if finished[r] or not overlong_mask]
-    kept_segments = [s for r in kept_rollouts for s in rows[r]]
-    n_tok = sum(n[s] for s in kept_segments)
     width = batch.max_tokens if max_tokens is None else max_tokens
+    finished = batch.finished.tolist()
+    counts = [0] * batch.num_segments  # tokens of each row that count
+    for r, segs in enumerate(rows):
+        for s in segs:
+            if finished[r] or not overlong_mask:
+                n_s = int(batch.seg_tokens[s])
+                counts[s] = n_s if token_mask is None else sum(bool(token_mask[s, t]) for t in range(n_s))
+    kept_segments = [s for segs in rows for s in segs if counts[s] > 0]
+    kept_rollouts = [r for r, segs in enumerate(rows) if any(counts[s] > 0 for s in segs)]
+    n_tok = sum(counts)
     out = np.zeros(batch.shape)
     for r in kept_rollouts:
-        t_r = sum(n[s] for s in rows[r])
+        t_r = sum(counts[s] for s in rows[r])
+        k_r = sum(1 for s in rows[r] if counts[s] > 0)
         for s in rows[r]:
-            w = {
+            if counts[s] == 0:
+                continue
+            b = {
                 "token": 1.0 / n_tok,
-                "segment": 1.0 / (len(kept_segments) * n[s]),
+                "segment": 1.0 / (len(kept_segments) * counts[s]),
+                "segment_sum": 1.0 / len(kept_segments),
                 "rollout": 1.0 / (len(kept_rollouts) * t_r),
                 "constant": 1.0 / (len(kept_segments) * width),
             }[name]
-            for t in range(n[s]):
-                out[s, t] = w
+            c = {
+                "none": 1.0,
+                "inverse_k": 1.0 / k_r,
+                "length_ratio": counts[s] * len(kept_segments) / n_tok,
+            }[row_weight]
+            for t in range(int(batch.seg_tokens[s])):
+                if token_mask is None or token_mask[s, t]:
+                    out[s, t] = c * b
     return out
 
 

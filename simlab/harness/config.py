@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from simlab.harness.protocol import ACTION_TURN
 from simlab.schema import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, Section, int_text, section
 from simlab.tasks import vocab
@@ -29,6 +32,11 @@ def _agents() -> Any:
 
     return AGENTS
 
+
+THRESHOLD_DRAWS = ("fixed", "group", "rollout")
+"""How the rollouts of a training step get their threshold fraction (:func:`draw_fracs`)."""
+_DRAW_STREAM = 0x7E5D
+"""Mixed into the seed of the threshold draws, so they share no stream with the env or the sampler."""
 
 WINDOW_ONLY = ("never", "slide")
 """Trigger kinds that never summarise: a rollout never holds more than one window W of history."""
@@ -143,6 +151,27 @@ class HarnessConfig(Section):
                 f"({self.summary_tokens}) exceeds the window {self.window}, so no summary could be written; "
                 f"lower it so the limit is <= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
             )
+
+
+def draw_fracs(
+    frac: float, *, draw: str, spread: float, seed: int, num_envs: int, group_size: int
+) -> NDArray[np.float64]:
+    """(num_envs,) each rollout's threshold fraction, L_i = floor(frac_i x W) (verifiers PR #1983's question).
+
+    frac_i = frac                                  draw = 'fixed'
+    frac_i = frac + spread * u_g,   u_g ~ U(-1, 1)  draw = 'group': the G rollouts of prompt g share one draw
+    frac_i = frac + spread * u_i,   u_i ~ U(-1, 1)  draw = 'rollout': each rollout draws its own
+
+    A pure function of its arguments (rollout i belongs to group i // group_size), so arms of a sweep
+    that share a seed and a step draw from the same stream.
+    """
+    if draw not in THRESHOLD_DRAWS:
+        raise ValueError(f"`threshold_draw={draw!r}` is invalid; choose one of {THRESHOLD_DRAWS}")
+    if draw == "fixed":
+        return np.full(num_envs, float(frac))
+    rng = np.random.default_rng([int(seed), _DRAW_STREAM])
+    u = rng.uniform(-1.0, 1.0, size=num_envs // group_size if draw == "group" else num_envs)
+    return float(frac) + float(spread) * (np.repeat(u, group_size) if draw == "group" else u)
 
 
 def window_need(env: Any) -> tuple[int, int]:

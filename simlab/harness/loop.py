@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -311,11 +311,17 @@ class _Loop:
     rolls: list[_Rollout]
     """Per env, its rollout's state."""
     clock: _Clock = field(default_factory=_Clock)
+    env_cfgs: list[HarnessConfig] | None = None
+    """Per env, its settings when thresholds are drawn (``fracs``); None: every env uses ``cfg``."""
     actions: IntArray = field(init=False)
     """(n,) the action each env takes at the next env step (0 for envs that do not act)."""
 
     def __post_init__(self) -> None:
         self.actions = np.zeros(len(self.rolls), dtype=np.int64)
+
+    def cfg_of(self, i: int) -> HarnessConfig:
+        """Env ``i``'s settings: the run's, with the env's own threshold fraction when thresholds are drawn."""
+        return self.cfg if self.env_cfgs is None else self.env_cfgs[i]
 
     @property
     def writer_is_actor(self) -> bool:
@@ -362,6 +368,7 @@ def run_rollouts(
     summariser: Agent | None = None,
     quality: float = 0.7,
     progress: Callable[[int], None] | None = None,
+    fracs: Sequence[float] | FloatArray | None = None,
 ) -> RolloutBatch:
     """Run one rollout in every env of ``env`` (a Gymnasium vector env) and return the batch.
 
@@ -375,6 +382,8 @@ def run_rollouts(
         summariser: a separate frozen summariser agent; overrides ``config.summariser``.
         quality: q for reference agents built by name.
         progress: called with the number of rollouts that just ended.
+        fracs: per env, its threshold fraction (L = floor(frac x W), :func:`~simlab.harness.config.draw_fracs`);
+            default: ``config.frac`` for every env.
 
     Each round, every active env takes one turn (``_take_turns``: an action, or the answer once the
     env asked for it), the envs that acted step together (``_step_env``), and those whose trigger
@@ -394,6 +403,7 @@ def run_rollouts(
     loop = _Loop(
         env=env, cfg=cfg, trig=trig, actor=actor, actor_name=agent if isinstance(agent, str) else type(agent).__name__,
         writer=writer, masks=masks, progress=progress, rolls=_start(env, cfg, seed=seed, group_size=group_size),
+        env_cfgs=_env_configs(env, cfg, fracs),
     )
     discard = cfg.discard and trig.length_based and trig.kind == "summary"  # SUPO's rule, for L-fired summaries
     while any(ro.active for ro in loop.rolls):
@@ -416,6 +426,21 @@ def _writer(
     if cfg.summariser == "frozen":
         raise ValueError("`harness.summariser='frozen'` needs the frozen summariser agent passed as summariser=...")
     return make_agent(cfg.summariser, env, seed=seed + 1, quality=quality)
+
+
+def _env_configs(
+    env: Any, cfg: HarnessConfig, fracs: Sequence[float] | FloatArray | None
+) -> list[HarnessConfig] | None:
+    """Per env, ``cfg`` with that env's threshold fraction, each checked against the window; None without ``fracs``."""
+    if fracs is None:
+        return None
+    values = np.asarray(fracs, dtype=np.float64).ravel()
+    if values.size != int(env.num_envs):
+        raise ValueError(f"fracs has {values.size} entries but the env has {int(env.num_envs)}")
+    made = {f: cfg.replace(frac=f) for f in np.unique(values).tolist()}  # ConfigError outside (0, 1]
+    for f in (min(made), max(made)):  # the window check is monotone in frac: its ends decide
+        check_window(env, made[f])
+    return [made[f] for f in values.tolist()]
 
 
 def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[_Rollout]:
@@ -544,7 +569,7 @@ def _step_env(loop: _Loop, acted: list[int]) -> list[int]:
         elif (
             trig.kind != "never"
             and (trig.length_based or not ro.answer_due)
-            and trig.fires(len(ro.ctx), ro.seg_steps, cfg)
+            and trig.fires(len(ro.ctx), ro.seg_steps, loop.cfg_of(i))
         ):
             fired.append(i)
         elif len(ro.ctx) > cfg.window:
@@ -630,7 +655,7 @@ def _next_segment(loop: _Loop, i: int, held: list[int] | None, summary: _Summary
             head = [*head, vocab.SUMMARY, *summary.tokens]
         keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
     ro.close_segment()
-    limit = loop.trig.limit(cfg)
+    limit = loop.trig.limit(loop.cfg_of(i))
     while keep and len(head) + sum(map(len, keep)) > limit:
         keep = keep[1:]  # CompactionRL: shrink k until the tail fits (the slide drops its oldest steps)
     starts, pos = [], len(head)

@@ -32,6 +32,9 @@ class Trigger:
     """Fires on context length (the discard rule applies) rather than on a step count."""
     agent_compacts: bool = False
     """The agent may emit COMPACT itself."""
+    reads_frac: bool = False
+    """Fires at, or starts the next segment within, L = floor(frac x W): a threshold drawn per group or
+    per rollout (:func:`simlab.harness.config.draw_fracs`) moves it."""
 
 
 TRIGGERS: Registry[Trigger] = Registry("trigger")
@@ -53,7 +56,7 @@ def _window(cfg: HarnessConfig) -> int:
     return cfg.window
 
 
-_add(Trigger("threshold", "summary", _over_threshold, _threshold))  # SUPO: context would pass L
+_add(Trigger("threshold", "summary", _over_threshold, _threshold, reads_frac=True))  # SUPO: context would pass L
 _add(
     Trigger(
         "budget",
@@ -63,10 +66,10 @@ _add(
     )
 )  # CompactionRL: remaining budget below T_comp
 _add(
-    Trigger("policy", "summary", _over_threshold, _threshold, agent_compacts=True)
+    Trigger("policy", "summary", _over_threshold, _threshold, agent_compacts=True, reads_frac=True)
 )  # AutoCompact, L fallback
 _add(Trigger("none", "never", lambda n, s, cfg: False, _window))  # ReAct: full history
-_add(Trigger("sliding", "slide", _over_threshold, _threshold))  # truncation baseline
+_add(Trigger("sliding", "slide", _over_threshold, _threshold, reads_frac=True))  # truncation baseline
 _add(
     Trigger("chunked", "summary", lambda n, s, cfg: s >= cfg.chunk_steps, _window, length_based=False)
 )  # MemAgent: overwrite memory every chunk

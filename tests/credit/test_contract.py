@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from simlab import SegmentBatch, advantages, loss_weights
-from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS, estimate, estimator_family
+from simlab.credit import (
+    BASELINES,
+    COSTS,
+    ESTIMATORS,
+    LAMBDA_READINGS,
+    NORMALISERS,
+    ROW_WEIGHTS,
+    estimate,
+    estimator_family,
+    shaped_rewards,
+)
 from simlab.credit.health import HealthOptions, summary
 
 BATCH = SegmentBatch.from_rollouts(
@@ -55,6 +65,44 @@ def test_normaliser_contract(name, overlong_mask):
     if overlong_mask:
         assert not w[~BATCH.row_finished].any()
     assert "w = " in (NORMALISERS.get(name).__doc__ or "")
+
+
+@pytest.mark.parametrize("row_weight", ROW_WEIGHTS.names())
+@pytest.mark.parametrize("name", NORMALISERS.names())
+@pytest.mark.parametrize("overlong_mask", [False, True])
+def test_row_weight_contract(row_weight, name, overlong_mask):
+    mask = BATCH.token_mask.copy()
+    mask[0, 0] = False  # a token whose loss is masked, as a summary token under summary_loss='mask'
+    for token_mask in (None, mask):
+        w = loss_weights(BATCH, name, overlong_mask=overlong_mask, row_weight=row_weight, token_mask=token_mask)
+        assert w.shape == BATCH.shape
+        assert (w >= 0).all() and np.isfinite(w).all()
+        assert not w[~BATCH.token_mask].any()
+        if token_mask is not None:
+            assert w[0, 0] == 0 and w[0, 1] > 0
+        if overlong_mask:
+            assert not w[~BATCH.row_finished].any()
+    doc = ROW_WEIGHTS.get(row_weight).__doc__ or ""
+    assert "c_j = " in doc and ("PR #7580" in doc or "default" in doc)
+
+
+@pytest.mark.parametrize("baseline", BASELINES.names())
+@pytest.mark.parametrize("name", [n for n in ESTIMATORS.names() if estimator_family(n) == "group"])
+def test_baseline_contract(baseline, name):
+    adv = advantages(BATCH, name, baseline=baseline)
+    assert adv.shape == BATCH.shape and np.isfinite(adv).all()
+    assert not adv[~BATCH.token_mask].any()
+    assert "b_r = " in (BASELINES.get(baseline).__doc__ or "")
+
+
+@pytest.mark.parametrize("cost", COSTS.names())
+def test_cost_contract(cost):
+    context = np.arange(1.0, BATCH.num_segments + 1.0)
+    shaped = shaped_rewards(BATCH, cost, coef=0.1, row_context=context)
+    assert shaped.shape == BATCH.rewards.shape and np.isfinite(shaped).all()
+    assert (shaped <= BATCH.rewards).all()  # a cost never adds reward
+    np.testing.assert_array_equal(shaped_rewards(BATCH, cost, coef=0.0, row_context=context), BATCH.rewards)
+    assert "c_s = " in (COSTS.get(cost).__doc__ or "")
 
 
 @pytest.mark.parametrize("reading", LAMBDA_READINGS.names())
