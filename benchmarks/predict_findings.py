@@ -1,0 +1,100 @@
+"""The credit campaign's predictions: the route model's expected gradient per finding, dose and arm.
+
+Run before any run of the dose-response specs (sweeps/findings/*-dose.toml); its table is what their
+headers and docs/findings.md quote. The model (simlab.analysis.predict) is one decision, the route at the
+first step, with each route's rollout kinds as calibrated on the two-route PeekRead families: the base
+model reads about half the time, a reader without a burst succeeds about 90% of the time, a peeker about
+35% (the fact shows in a quarter of the peeks), a burst reader compacts into three segments with the
+decision in a 3-token first one. g_READ > 0 moves the policy toward READ; its sign under the treatment
+against the baseline's says where each ends, the ratio of magnitudes how much faster one learns.
+
+    python benchmarks/predict_findings.py            # prints the table and writes analysis/predictions.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import polars as pl
+
+from simlab.analysis.predict import Choice, Kind, RouteModel, expected_gradient
+
+READER, PEEKER = 0.90, 0.35
+"""Success of a reader without a burst and of a peeker (the base models of the routes family)."""
+BURST = (3, 3, 6)
+"""Optimised tokens per segment of a burst reader (the decision opens the 3-token first segment)."""
+PLAIN = (8,)
+"""Optimised tokens of a one-segment rollout."""
+POLICIES = (0.5, 0.9)
+"""READ shares the gradient is read at: the base model's, and a policy well on its way."""
+OUT = Path(__file__).resolve().parents[1] / "analysis" / "predictions.csv"
+
+
+def routes(c: float, burst_prob: float = 0.5, overlong: float = 0.0) -> RouteModel:
+    """The two-route family at coupling c (c < 0: a read without a burst loses the fact with |c|); a burst
+    reader ends overlong with probability ``overlong`` (it ran out of compactions)."""
+    burst_win = READER * (1 - max(c, 0.0))
+    plain_win = READER * (1 - max(-c, 0.0))
+    return RouteModel({
+        "READ": (Kind(burst_prob, BURST, burst_win, overlong), Kind(1 - burst_prob, PLAIN, plain_win)),
+        "PEEK": (Kind(1.0, PLAIN, PEEKER),),
+    })
+
+
+def long_k(k: int) -> RouteModel:
+    """Every read bursts into K segments; a peek never shows the fact (chance 1/8)."""
+    segments = (3,) * (k - 1) + (10,)
+    return RouteModel({"READ": (Kind(1.0, segments, 0.95),), "PEEK": (Kind(1.0, (10,), 0.125),)})
+
+
+def _rows(finding: str, dose: float, model: RouteModel, arms: dict[str, Choice], **kw: int) -> list[dict[str, object]]:
+    out = []
+    for pi in POLICIES:
+        row: dict[str, object] = {"finding": finding, "dose": dose, "read_share": pi,
+                                  "read_success": model.mean_success("READ"),
+                                  "peek_success": model.mean_success("PEEK")}
+        for arm, choice in arms.items():
+            row[arm] = 1e3 * expected_gradient(model, choice, {"READ": pi, "PEEK": 1 - pi}, batches=80, **kw)["READ"]
+        out.append(row)
+    return out
+
+
+def table() -> pl.DataFrame:
+    """g_READ x 1000 per finding, dose, READ share and arm (treatment and baseline)."""
+    rows: list[dict[str, object]] = []
+    normalisers = {"treatment": Choice(normaliser="segment"), "baseline": Choice(normaliser="token")}
+    for c in (-0.05, 0.25, 0.5, 1.0):
+        rows += _rows("2 segment vs token normaliser (coupling c)", c, routes(c), normalisers)
+    groups = {"treatment": Choice(estimator="trajectory_group"), "baseline": Choice(estimator="rollout_group")}
+    for g in (4, 8, 32):
+        rows += _rows("1 trajectory vs rollout group (G at c = 0.5)", g, routes(0.5), groups, group_size=g,
+                      prompts=256 // g)
+    rows += _rows("1 trajectory vs rollout group (control: c = -0.05, G = 32)", 32, routes(-0.05), groups,
+                  group_size=32, prompts=8)
+    gae = {"treatment": Choice(estimator="gae_segment_local", options={"lam": 0.95}),
+           "baseline": Choice(estimator="gae_compaction", options={"lam": 0.95})}
+    for k in (1, 2, 4, 8):
+        rows += _rows("3 segment-local GAE vs corrected (K)", k, long_k(k), gae, group_size=1, prompts=256)
+    masks = {"treatment": Choice(overlong_mask=False), "baseline": Choice(overlong_mask=True)}
+    for rate, p in ((0.0, 0.3), (0.1, 0.1), (0.3, 0.3)):
+        rows += _rows("4 no overlong mask (overlong rate of readers)", rate, routes(-0.05, p, 1.0 if rate else 0.0),
+                      masks)
+    return pl.DataFrame(rows).with_columns(
+        (pl.col("treatment") / pl.col("baseline")).alias("ratio"),
+        (pl.col("treatment").sign() != pl.col("baseline").sign()).alias("flip"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    t = table()
+    with pl.Config(tbl_rows=100, tbl_cols=20, tbl_width_chars=160, float_precision=3):
+        print(t)
+    t.write_csv(args.out, float_precision=4)
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
