@@ -5,6 +5,10 @@ one. How much context a rollout consumes, and so how often it compacts, is then 
 it did, and it differs between the G rollouts of one prompt. ``read_payoff`` sets how that cost relates
 to success (see :class:`simlab.tasks.config.PeekReadConfig`): reading is the informative path (> 0), a
 hazard that can break the episode (< 0), or neither (0, the control).
+
+Bursts and the coupling are drawn per rollout (``core.rollout_keys``): the G rollouts of one prompt share
+the fact and the question, but a read at the fact step may burst in one of them and not in another, and
+the coupling decides, per rollout, whether the read shows the fact.
 """
 
 from __future__ import annotations
@@ -56,12 +60,37 @@ def _state_fact(obs: IntArray, rows: IntArray, steps: IntArray, key: IntArray, v
     obs[rows, steps, 2] = value
 
 
-def generate(keys: KeyArray, cfg: PeekReadConfig) -> core.Instances:
-    """Lay out one PeekRead episode per key (streams 10-17; 0-5 are the common layout).
+def _rollout_draws(rollouts: KeyArray, cfg: PeekReadConfig) -> tuple[core.BoolArray, core.BoolArray]:
+    """(burst, lost) per rollout from the rollout stream (streams 0-1): whether a read at the fact step
+    bursts, and whether that read loses the fact (``coupling``: burst reads for c > 0, others for c < 0)."""
+    burst = core.uniform(rollouts, 0, ()) < cfg.burst_prob
+    u = core.uniform(rollouts, 1, ())
+    c = cfg.coupling
+    lost = (burst & (u < c)) if c > 0 else (~burst & (u < -c))
+    return burst, lost
+
+
+Bursts = tuple[IntArray, core.BoolArray, IntArray]
+"""``Instances.arm_step``, ``burst`` and ``burst_obs``."""
+
+
+def _burst_arrays(rollouts: KeyArray, burst: core.BoolArray, fact_step: IntArray, horizon: IntArray,
+                  width: int, cfg: PeekReadConfig) -> Bursts:
+    """The arming step (the fact step, -1 without a burst), the burst steps, their observations (stream 2)."""
+    n, h = burst.size, cfg.horizon[1]
+    t = np.arange(h)[None, :]
+    steps = (t > fact_step[:, None]) & (t <= fact_step[:, None] + cfg.burst_steps) & (t < horizon[:, None] - 1)
+    lengths = np.full((n, h), cfg.burst_tokens, dtype=np.int64)
+    return np.where(burst, fact_step, -1), steps, _filler(rollouts, 2, lengths, width, cfg)
+
+
+def generate(keys: KeyArray, cfg: PeekReadConfig, rollouts: KeyArray | None = None) -> core.Instances:
+    """Lay out one PeekRead episode per key (streams 10-17; 0-5 are the common layout), and what differs
+    between the rollouts of one episode from ``rollouts`` (default: rollout 0 of each).
 
     The fact opens the observation of its step, so keeping it is a positional copy a small policy can
-    learn; what varies is whether the agent's route shows it (``read_payoff`` > 0) and whether its
-    route survives the traps (< 0).
+    learn; what varies is whether the agent's route shows it (``read_payoff`` > 0), whether its
+    route survives the traps (< 0), and, per rollout, whether a read there bursts or loses the fact.
     """
     n, h, p = keys.size, cfg.horizon[1], cfg.read_payoff
     prompt = prompt_tokens(cfg)
@@ -81,7 +110,15 @@ def generate(keys: KeyArray, cfg: PeekReadConfig) -> core.Instances:
     shown = ~lay.hard
     in_peek = shown & ((p <= 0) | (core.uniform(keys, 16, ()) >= p))
     _state_fact(peek, rows[in_peek], fact_step[in_peek], key[in_peek], value[in_peek])
-    _state_fact(read, rows[shown], fact_step[shown], key[shown], value[shown])
+    bursts: Bursts | None = None
+    shown_read = shown
+    if cfg.burst_prob > 0 or cfg.coupling != 0:  # knobs off: nothing drawn, today's instances bit for bit
+        r = rollouts if rollouts is not None else core.rollout_keys(keys, np.zeros(n, dtype=np.int64))
+        burst, lost = _rollout_draws(r, cfg)
+        shown_read = shown & ~lost
+        if cfg.burst_prob > 0:
+            bursts = _burst_arrays(r, burst, fact_step, lay.horizon, width, cfg)
+    _state_fact(read, rows[shown_read], fact_step[shown_read], key[shown_read], value[shown_read])
 
     expected = np.full((n, h), core.ANY_ACTION, dtype=np.int64)
     if p < 0:  # traps: a read at such a step breaks the episode
@@ -103,6 +140,9 @@ def generate(keys: KeyArray, cfg: PeekReadConfig) -> core.Instances:
         target=key,
         alt_obs=read,
         alt_action=np.full(n, READ, dtype=np.int64),
+        arm_step=None if bursts is None else bursts[0],
+        burst=None if bursts is None else bursts[1],
+        burst_obs=None if bursts is None else bursts[2],
     )
 
 

@@ -57,6 +57,33 @@ def _peekread(name: str, payoff: float, base_steps: int, about: str) -> Preset:
     )
 
 
+def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float = 0.5, burst_steps: int = 2,
+            max_compactions: int = 4, horizon: tuple[int, int] = (6, 7), window: int = 88,
+            read_payoff: float = 0.75) -> Preset:
+    """The two-route PeekRead family: one geometry, one policy shape, one RL budget.
+
+    The route is the first action. READ shows the fact (the better route); with probability
+    ``burst_prob`` per rollout its output bursts over the next ``burst_steps`` observations, each longer
+    than L, so under SUPO's discard rule a burst reader compacts ``burst_steps`` times (K = 1 + burst_steps)
+    while every other rollout fits one segment (K = 1). PEEK shows the fact with probability
+    1 - ``read_payoff`` (the short, safe, worse route). ``coupling`` ties a burst to the read losing the fact.
+    The base model clones the scripted agent on full information (``base.teach = "full"``), so it copies
+    the fact on both routes and splits them about 50/50.
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=34, horizon=horizon, obs_tokens=(3, 4), read_tokens=(7, 8), hard_frac=0.0,
+                       read_payoff=read_payoff, burst_prob=burst_prob, burst_steps=burst_steps,
+                       burst_tokens=window - 8, coupling=coupling),
+        dict(window=window, frac=0.95, summary_tokens=2, tail_steps=0, max_compactions=max_compactions,
+             max_steps=2 * horizon[1] + 2),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=120, episodes=64, lr=1e-3, teach="full"),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -104,6 +131,12 @@ PRESETS: dict[str, Preset] = {
         _peekread("peekread-pos", 1.0, 300, "reading pays: rollouts that read more compact more and succeed more"),
         _peekread("peekread-neg", -0.2, 120, "reading is a trap: rollouts that read more compact more and fail more"),
         _peekread("peekread-zero", 0.0, 120, "the control: reading costs context and changes nothing else"),
+        _routes("peekread-routes-c0", "two routes, bursts independent of reward: the control", coupling=0.0),
+        _routes("peekread-routes-c25", "two routes, a burst read loses the fact 25% of the time", coupling=0.25),
+        _routes("peekread-routes-c50", "two routes, a burst read loses the fact 50% of the time", coupling=0.5),
+        _routes("peekread-routes-c100", "two routes, a burst read always loses the fact", coupling=1.0),
+        _routes("peekread-routes-neg", "two routes, a short read loses the fact: bursts go with success",
+                coupling=-0.5),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
                "32-48 moves: credit must cross many segments"),
