@@ -26,6 +26,7 @@ import csv
 import json
 import math
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,8 @@ def route_figures(stats: dict[str, Any]) -> dict[str, float]:
             "mean_k": stats["mean_segments"]}
 
 
-def one_seed(preset: str, seed: int, overrides: dict[str, Any], store: Path, episodes: int) -> dict[str, Any]:
+def one_seed(preset: str, seed: int, overrides: dict[str, Any], store: Path, episodes: int,
+             keep: Path | None = None) -> dict[str, Any]:
     nested = {"task": {"preset": preset}, "train": {"recipe": "supo"}, "seed": seed,
               "base": {"seed": "run"}, "eval": {"seed": "run", "single_window": False}}
     cfg = resolve(apply_overrides(nested, overrides))
@@ -84,6 +86,10 @@ def one_seed(preset: str, seed: int, overrides: dict[str, Any], store: Path, epi
         common = ("-G", "8", "--episodes", str(episodes), "--seed", str(2_000_000 + seed * 10_000))
         before = route_figures(inspect(preset, "--checkpoint", str(base), *common))
         after = route_figures(inspect(preset, "--checkpoint", str(Path(tmp) / "policy.pt"), *common))
+        if keep is not None:
+            (keep / preset).mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(tmp) / "policy.pt", keep / preset / f"seed{seed}.pt")
+            shutil.copy(base, keep / preset / f"seed{seed}-base.pt")
     n = cfg.eval.episodes
     p0, p1 = evals[0]["eval/compacted/success"], evals[-1]["eval/compacted/success"]
     se = math.sqrt((p0 * (1 - p0) + p1 * (1 - p1)) / n)
@@ -127,6 +133,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("mlruns"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--inspect-episodes", type=int, default=512)
+    parser.add_argument("--keep", type=Path, help="copy each seed's base and trained checkpoints here")
     parser.add_argument("--skip-done", action="store_true", help="leave out (preset, seed) rows already in --out")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -147,7 +154,7 @@ def main() -> None:
             for seed in args.seeds:
                 if (preset, seed) in skip:
                     continue
-                row = one_seed(preset, seed, overrides, args.store, args.inspect_episodes)
+                row = one_seed(preset, seed, overrides, args.store, args.inspect_episodes, args.keep)
                 writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
                 fh.flush()
                 print(f"{preset} seed {seed}: {row['base_success']:.3f} -> {row['final_success']:.3f} "

@@ -306,12 +306,14 @@ class RunConfig(Section):
         return self.task.full_information() if self.base.teach == "full" else self.task
 
     def base_key(self) -> str:
-        """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
+        """Address of this run's base checkpoint: the task it was taught on (``base_task``), the preset's
+        harness, the policy shape, ``base``. Tasks that differ only in what ``teach = "full"`` takes away
+        (PeekRead's coupling) share one base model."""
         policy = {k: v for k, v in plain(self.policy).items() if k != "value_head"}  # heads are added later
         base = {**{k: v for k, v in plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
         if base["teach"] == "task":
             del base["teach"]  # the default leaves the keys of base models built before the setting unchanged
-        payload = {"env": self.env_id, "task": plain(self.task), "harness": self.base_harness_settings(),
+        payload = {"env": self.env_id, "task": plain(self.base_task()), "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from simlab.errors import ConfigError
-from simlab.schema import IntIn, Pair, RealIn, Section, int_text, section
+from simlab.schema import Flag, IntIn, Pair, RealIn, Section, int_text, section
 from simlab.tasks import vocab
 
 TOKENS = 4096
@@ -168,6 +168,11 @@ class PeekReadConfig(TaskConfig):
     discard rule, a burst observation longer than L - 8 forces one compaction each and is dropped."""
     burst_tokens: Annotated[int, IntIn(1, TOKENS)] = 48
     """Tokens of each burst observation (distractor values; longer than any read)."""
+    burst_restates: Annotated[bool, Flag()] = True
+    """The burst ends with a short observation that opens with the fact again (unless the coupling lost
+    it), so a burst reader need not carry the fact through the burst's summaries and K alone goes with
+    nothing at c = 0. False: the fact must survive the summaries, and the learned summariser couples K
+    with reward by itself."""
     coupling: Signed = 0.0
     """In [-1, 1]: how a burst goes with success on the read route (c). > 0: a burst read loses the fact
     with probability c (the long output buries it). < 0: a read without a burst loses it with probability
@@ -203,14 +208,16 @@ class PeekReadConfig(TaskConfig):
         if self.read_tokens[0] < least:
             raise self.invalid("read_tokens", int_text(least, TOKENS), suffix="[0]")
         if self.burst_prob > 0:
-            if self.horizon[0] < 3:
+            if self.horizon[0] < 3 + int(self.burst_restates):
                 raise self.invalid("burst_prob", "a burst needs a step between the fact and the query "
-                                   "(horizon[0] >= 3); choose 0 or raise task.horizon")
+                                   f"(horizon[0] >= {3 + int(self.burst_restates)}); choose 0 or raise task.horizon")
             if self.burst_tokens <= self.read_tokens[1]:
                 raise self.invalid("burst_tokens", int_text(self.read_tokens[1] + 1, TOKENS) + " (longer than a read)")
-            if self.burst_steps > self.horizon[0] - 2:
-                raise self.invalid("burst_steps", int_text(1, self.horizon[0] - 2)
-                                   + " (horizon[0] - 2: the burst ends before the query)")
+            room = self.horizon[0] - 2 - int(self.burst_restates)
+            if self.burst_steps > room:
+                raise self.invalid("burst_steps", int_text(1, room) + f" (horizon[0] - {self.horizon[0] - room}: "
+                                   "the burst" + (" and its restatement" if self.burst_restates else "")
+                                   + " end before the query)")
 
 
 __all__ = ["ConfigError", "KeyRecallConfig", "PeekReadConfig", "PointerChaseConfig", "TaskConfig"]

@@ -349,8 +349,8 @@ class PointerChaseVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring i
     task = POINTER_CHASE
 
 
-class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
-    __doc__ = """PeekRead: what the agent reads sets how much context it spends.
+class PeekReadEnv(TokenTaskEnv):
+    """PeekRead: what the agent reads sets how much context it spends.
 
     One fact ``FACT key value`` is stated early (at a step in the first ``fact_frac`` of the horizon,
     the *fact step*); the last observation is ``key QUERY`` and the answer is the value. In a hard
@@ -373,14 +373,15 @@ class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __d
     - ``read_payoff`` = 0: both show it.
 
     **Bursts** (``burst_prob`` > 0): a read at the fact step bursts with probability ``burst_prob``, per
-    rollout: the next ``burst_steps`` observations (cut short before the query) are ``burst_tokens`` of
-    distractor values each, whatever the agent does there. Under a threshold trigger with the discard
-    rule, a burst observation longer than L - 8 forces one compaction each and is dropped, so a burst
-    reader ends with ``burst_steps`` more segments than a reader without one.
+    rollout: the next ``burst_steps`` observations are ``burst_tokens`` of distractor values each (never a
+    fake fact), and with ``burst_restates`` the one after them is short and opens with the fact again,
+    whatever the agent does at those steps; all cut short before the query. Under a threshold trigger
+    with the discard rule, a burst observation longer than L - 8 forces one compaction each and is
+    dropped, so a burst reader ends with ``burst_steps`` more segments than a reader without one.
     **Coupling** c (``coupling``), per rollout, on the read at the fact step: c > 0, a burst read loses
-    the fact with probability c (the long output buries it); c < 0, a read without a burst loses it with
-    probability |c| (the short output is truncated, the long one is complete); c = 0, a burst changes
-    only the context spent (the control). Non-fact values only: a burst never states a fake fact.
+    the fact with probability c (the long output buries it, and does not restate it); c < 0, a read
+    without a burst loses it with probability |c| (the short output is truncated, the long one is
+    complete); c = 0, a burst changes only the context spent.
 
     ## Rewards
     0 on every step but the answer; the answer gets 1 if it is the value and no trap was read, else 0.
@@ -396,6 +397,7 @@ class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __d
     ## Episode End
     Terminates after the answer (step ``horizon + 1``). Never truncates; the harness caps steps.
     """
+
     task = PEEK_READ
 
 

@@ -13,6 +13,8 @@ the coupling decides, per rollout, whether the read shows the fact.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from simlab.tasks import core, vocab
@@ -74,14 +76,45 @@ Bursts = tuple[IntArray, core.BoolArray, IntArray]
 """``Instances.arm_step``, ``burst`` and ``burst_obs``."""
 
 
-def _burst_arrays(rollouts: KeyArray, burst: core.BoolArray, fact_step: IntArray, horizon: IntArray,
-                  width: int, cfg: PeekReadConfig) -> Bursts:
-    """The arming step (the fact step, -1 without a burst), the burst steps, their observations (stream 2)."""
-    n, h = burst.size, cfg.horizon[1]
-    t = np.arange(h)[None, :]
-    steps = (t > fact_step[:, None]) & (t <= fact_step[:, None] + cfg.burst_steps) & (t < horizon[:, None] - 1)
-    lengths = np.full((n, h), cfg.burst_tokens, dtype=np.int64)
-    return np.where(burst, fact_step, -1), steps, _filler(rollouts, 2, lengths, width, cfg)
+@dataclass(frozen=True)
+class _Fact:
+    """Where and what the fact is, per instance."""
+
+    step: IntArray
+    key: IntArray
+    value: IntArray
+    shown: core.BoolArray
+    """Stated at all (not a hard instance)."""
+
+
+def _burst_arrays(rollouts: KeyArray, burst: core.BoolArray, restated: core.BoolArray, fact: _Fact,
+                  lay: core.Layout, cfg: PeekReadConfig) -> Bursts:
+    """The arming step (the fact step, -1 without a burst), the burst steps and their observations (stream 2):
+    ``burst_steps`` long ones, then (``burst_restates``) a short one that opens with the fact where
+    ``restated``; all cut short before the query."""
+    h = cfg.horizon[1]
+    t, f, last = np.arange(h)[None, :], fact.step[:, None], lay.horizon[:, None] - 1
+    long = (t > f) & (t <= f + cfg.burst_steps) & (t < last)
+    obs = _filler(rollouts, 2, np.where(long, cfg.burst_tokens, lay.lengths), lay.width, cfg)
+    steps = long
+    if cfg.burst_restates:
+        after = (t == f + cfg.burst_steps + 1) & (t < last)
+        steps = long | after
+        rows, cols = np.nonzero(after & restated[:, None])
+        _state_fact(obs, rows, cols, fact.key[rows], fact.value[rows])
+    return np.where(burst, fact.step, -1), steps, obs
+
+
+def _per_rollout(keys: KeyArray, rollouts: KeyArray | None, fact: _Fact, lay: core.Layout,
+                 cfg: PeekReadConfig) -> tuple[core.BoolArray, Bursts | None]:
+    """Whether each rollout's read at the fact step shows the fact, and its bursts (``None``: bursts off).
+    With the knobs off nothing is drawn, so the instances are those drawn before the knobs existed."""
+    if cfg.burst_prob == 0 and cfg.coupling == 0:
+        return fact.shown, None
+    r = rollouts if rollouts is not None else core.rollout_keys(keys, np.zeros(keys.size, dtype=np.int64))
+    burst, lost = _rollout_draws(r, cfg)
+    shown = fact.shown & ~lost
+    return shown, (_burst_arrays(r, burst, shown, fact, lay, cfg) if cfg.burst_prob > 0 else None)
 
 
 def generate(keys: KeyArray, cfg: PeekReadConfig, rollouts: KeyArray | None = None) -> core.Instances:
@@ -95,55 +128,37 @@ def generate(keys: KeyArray, cfg: PeekReadConfig, rollouts: KeyArray | None = No
     n, h, p = keys.size, cfg.horizon[1], cfg.read_payoff
     prompt = prompt_tokens(cfg)
     lay = core.draw_layout(keys, cfg, len(prompt))
-    width = lay.width
     rows = np.arange(n)
     k0, k1 = key_tokens(cfg)
     v0, v1 = value_tokens(cfg)
 
-    peek = _filler(keys, 10, lay.lengths, width, cfg)
-    read = _filler(keys, 11, core.randint(keys, 12, (h,), cfg.read_tokens[0], cfg.read_tokens[1] + 1), width, cfg)
+    peek = _filler(keys, 10, lay.lengths, lay.width, cfg)
+    read = _filler(keys, 11, core.randint(keys, 12, (h,), cfg.read_tokens[0], cfg.read_tokens[1] + 1), lay.width, cfg)
 
     limit = np.clip(np.floor(cfg.fact_frac * lay.horizon).astype(np.int64), 1, lay.horizon - 1)
-    fact_step = core.randint(keys, 13, (), 0, limit)
-    key = core.randint(keys, 14, (), k0, k1)
-    value = core.randint(keys, 15, (), v0, v1)
-    shown = ~lay.hard
-    in_peek = shown & ((p <= 0) | (core.uniform(keys, 16, ()) >= p))
-    _state_fact(peek, rows[in_peek], fact_step[in_peek], key[in_peek], value[in_peek])
-    bursts: Bursts | None = None
-    shown_read = shown
-    if cfg.burst_prob > 0 or cfg.coupling != 0:  # knobs off: nothing drawn, today's instances bit for bit
-        r = rollouts if rollouts is not None else core.rollout_keys(keys, np.zeros(n, dtype=np.int64))
-        burst, lost = _rollout_draws(r, cfg)
-        shown_read = shown & ~lost
-        if cfg.burst_prob > 0:
-            bursts = _burst_arrays(r, burst, fact_step, lay.horizon, width, cfg)
-    _state_fact(read, rows[shown_read], fact_step[shown_read], key[shown_read], value[shown_read])
+    fact = _Fact(step=core.randint(keys, 13, (), 0, limit), key=core.randint(keys, 14, (), k0, k1),
+                 value=core.randint(keys, 15, (), v0, v1), shown=~lay.hard)
+    in_peek = fact.shown & ((p <= 0) | (core.uniform(keys, 16, ()) >= p))
+    _state_fact(peek, rows[in_peek], fact.step[in_peek], fact.key[in_peek], fact.value[in_peek])
+    in_read, bursts = _per_rollout(keys, rollouts, fact, lay, cfg)
+    _state_fact(read, rows[in_read], fact.step[in_read], fact.key[in_read], fact.value[in_read])
 
     expected = np.full((n, h), core.ANY_ACTION, dtype=np.int64)
     if p < 0:  # traps: a read at such a step breaks the episode
         t = np.arange(h)[None, :]
-        trap = (t > fact_step[:, None]) & (t < lay.horizon[:, None] - 1) & (core.uniform(keys, 17, (h,)) < -p)
+        trap = (t > fact.step[:, None]) & (t < lay.horizon[:, None] - 1) & (core.uniform(keys, 17, (h,)) < -p)
         expected[trap] = PEEK
 
     last = lay.horizon - 1
     qlen = lay.lengths[rows, last]
-    peek[rows, last, qlen - 2] = key
+    peek[rows, last, qlen - 2] = fact.key
     peek[rows, last, qlen - 1] = vocab.QUERY
     read[rows, last] = peek[rows, last]  # the query is the same whatever the last action was
 
-    return lay.instances(
-        prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)),
-        obs=peek,
-        expected=expected,
-        answer=value,
-        target=key,
-        alt_obs=read,
-        alt_action=np.full(n, READ, dtype=np.int64),
-        arm_step=None if bursts is None else bursts[0],
-        burst=None if bursts is None else bursts[1],
-        burst_obs=None if bursts is None else bursts[2],
-    )
+    arm_step, burst, burst_obs = bursts if bursts is not None else (None, None, None)
+    return lay.instances(prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)), obs=peek, expected=expected,
+                         answer=fact.value, target=fact.key, alt_obs=read, alt_action=np.full(n, READ, dtype=np.int64),
+                         arm_step=arm_step, burst=burst, burst_obs=burst_obs)
 
 
 class PeekReadSolver(FactSolver):

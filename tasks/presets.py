@@ -79,7 +79,28 @@ def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float =
              max_steps=2 * horizon[1] + 2),
         about,
         policy=dict(n_layer=2, n_head=4, d_model=64),
-        base=dict(steps=120, episodes=64, lr=1e-3, teach="full"),
+        base=dict(steps=180, episodes=64, lr=1e-3, teach="full"),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
+
+def _long_k(name: str, about: str, burst_steps: int, burst_prob: float = 1.0) -> Preset:
+    """The long-K PeekRead family: every read at the first step bursts for ``burst_steps`` observations, so a
+    reader ends with K = 1 + ``burst_steps`` segments (1 with ``burst_prob`` 0); a peek never shows the fact.
+
+    One geometry for every dose (10 steps, W = 100, L = 95 under SUPO): a reader without a burst fits one
+    segment (2 + 10 x 9 = 92 tokens) and each 92-token burst observation crosses L from any context. The
+    burst ends with the fact restated, so the reader's success does not hang on its K - 1 summaries.
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=34, horizon=(10, 10), obs_tokens=(3, 3), read_tokens=(6, 6), hard_frac=0.0,
+                       fact_frac=0.1, read_payoff=1.0, burst_prob=burst_prob, burst_steps=burst_steps,
+                       burst_tokens=92),
+        dict(window=100, frac=0.95, summary_tokens=2, tail_steps=0, max_compactions=8, max_steps=22),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=180, episodes=64, lr=1e-3, teach="full"),
         train=dict(lr=6e-4, prompts=32, steps=20),
     )
 
@@ -131,12 +152,24 @@ PRESETS: dict[str, Preset] = {
         _peekread("peekread-pos", 1.0, 300, "reading pays: rollouts that read more compact more and succeed more"),
         _peekread("peekread-neg", -0.2, 120, "reading is a trap: rollouts that read more compact more and fail more"),
         _peekread("peekread-zero", 0.0, 120, "the control: reading costs context and changes nothing else"),
-        _routes("peekread-routes-c0", "two routes, bursts independent of reward: the control", coupling=0.0),
+        _routes("peekread-routes-control", "two routes, K free of reward under the trained policy", coupling=-0.1),
+        _routes("peekread-routes-c0", "two routes, c = 0: the learned answer makes burst readers fail a little more",
+                coupling=0.0),
         _routes("peekread-routes-c25", "two routes, a burst read loses the fact 25% of the time", coupling=0.25),
         _routes("peekread-routes-c50", "two routes, a burst read loses the fact 50% of the time", coupling=0.5),
         _routes("peekread-routes-c100", "two routes, a burst read always loses the fact", coupling=1.0),
-        _routes("peekread-routes-neg", "two routes, a short read loses the fact: bursts go with success",
+        _routes("peekread-routes-pos", "two routes, a short read loses the fact: bursts go with success",
                 coupling=-0.5),
+        _long_k("peekread-long-k1", "long-K family, the control: no bursts, every rollout one segment", 2, 0.0),
+        _long_k("peekread-long-k2", "long-K family: a reader compacts once (K = 2)", 1),
+        _long_k("peekread-long-k4", "long-K family: a reader compacts three times (K = 4)", 3),
+        _long_k("peekread-long-k8", "long-K family: a reader compacts seven times (K = 8)", 7),
+        _routes("peekread-overlong-0", "overlong family, the control: burst readers (p = 0.3) fit S = 2",
+                coupling=-0.1, burst_prob=0.3, max_compactions=2),
+        _routes("peekread-overlong-10", "overlong family: burst readers (p = 0.1) run out of S = 1",
+                coupling=-0.1, burst_prob=0.1, max_compactions=1),
+        _routes("peekread-overlong-30", "overlong family: burst readers (p = 0.3) run out of S = 1",
+                coupling=-0.1, burst_prob=0.3, max_compactions=1),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
                "32-48 moves: credit must cross many segments"),

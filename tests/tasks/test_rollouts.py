@@ -75,7 +75,7 @@ def test_check_env_passes_with_the_option(env_id: str) -> None:
 
 @pytest.mark.parametrize("n", [6, 40])
 def test_batched_env_equals_single_envs_with_rollout_indices_and_autoresets(n: int) -> None:
-    kw = {**BURSTS, "horizon": (4, 7), "burst_steps": 2} if n == 40 else BURSTS
+    kw = {**BURSTS, "horizon": (5, 7), "burst_steps": 2} if n == 40 else BURSTS
     vec = gymnasium.make_vec(PR, num_envs=n, **kw)
     vec.refill_share = 1.0 if n == 40 else 0.125  # 1.0: envs often reset on a stale buffer
     singles = [gymnasium.make(PR, **kw).unwrapped for _ in range(n)]
@@ -146,14 +146,17 @@ def has_fact(obs: np.ndarray) -> bool:
 def test_a_read_at_the_fact_step_bursts_over_the_next_steps_whatever_the_action() -> None:
     reads = play([peekread.READ, peekread.PEEK], burst_prob=1.0, burst_steps=2)
     assert has_fact(reads[0]) and [o.size for o in reads[1:3]] == [20, 20]
-    assert all(o.size <= 4 for o in reads[3:5]) and reads[5][-1] == vocab.QUERY  # peeks again, then the query
     assert not (reads[1] == vocab.FACT).any()  # distractor values only: no fake fact
+    assert has_fact(reads[3]) and reads[3].size <= 4  # the short restatement that ends the burst
+    np.testing.assert_array_equal(reads[3][:3], reads[0][:3])
+    assert reads[4].size <= 4 and not has_fact(reads[4]) and reads[5][-1] == vocab.QUERY
     peeks = play([peekread.PEEK], burst_prob=1.0, burst_steps=2)
-    assert all(o.size <= 4 for o in peeks[:5])  # the burst belongs to the read route
+    assert all(o.size <= 4 for o in peeks[:5]) and not any(has_fact(o) for o in peeks[1:])  # the read route's
     late = play([peekread.PEEK, peekread.READ], burst_prob=1.0, burst_steps=2)
     assert all(o.size <= 8 for o in late[:5])  # only a read at the fact step arms it
-    cut = play([peekread.READ], burst_prob=1.0, burst_steps=4)
-    assert [o.size for o in cut[1:5]] == [20] * 4 and cut[5][-1] == vocab.QUERY  # never over the query
+    quiet = play([peekread.READ], burst_prob=1.0, burst_steps=4, burst_restates=False)
+    assert [o.size for o in quiet[1:5]] == [20] * 4 and quiet[5][-1] == vocab.QUERY  # never over the query
+    assert not any(has_fact(o) for o in quiet[1:])
 
 
 @pytest.mark.parametrize(("p", "c", "shows"), [(1.0, 1.0, False), (1.0, 0.0, True), (0.0, 1.0, True),
@@ -163,6 +166,7 @@ def test_the_coupling_decides_whether_the_read_shows_the_fact(p: float, c: float
         reads = play([peekread.READ, peekread.PEEK], rollout=rollout, burst_prob=p, coupling=c, burst_steps=2)
         assert has_fact(reads[0]) == shows
         assert (reads[1].size == 20) == (p == 1.0)
+        assert has_fact(reads[3]) == (shows and p == 1.0)  # a lost fact is not restated either
 
 
 def test_a_lost_fact_stays_lost_on_the_peek_route_only_as_read_payoff_says() -> None:
@@ -194,8 +198,11 @@ def test_a_single_env_takes_one_index() -> None:
     ({"burst_steps": 0}, r"`task.burst_steps=0` is invalid; choose an integer in \[1, 4096\]"),
     ({"burst_prob": 0.5, "burst_tokens": 14},
      r"`task.burst_tokens=14` is invalid; choose an integer in \[15, 4096\] \(longer than a read\)"),
-    ({"burst_prob": 0.5, "burst_steps": 5}, r"`task.burst_steps=5` is invalid; choose an integer in \[1, 3\]"),
-    ({"burst_prob": 0.5, "horizon": (2, 4)}, r"`task.burst_prob=0.5` is invalid; a burst needs a step"),
+    ({"burst_prob": 0.5, "burst_steps": 3}, r"`task.burst_steps=3` is invalid; choose an integer in \[1, 2\]"),
+    ({"burst_prob": 0.5, "burst_steps": 4, "burst_restates": False},
+     r"`task.burst_steps=4` is invalid; choose an integer in \[1, 3\] \(horizon\[0\] - 2"),
+    ({"burst_prob": 0.5, "horizon": (3, 4)}, r"`task.burst_prob=0.5` is invalid; a burst needs a step"),
+    ({"burst_restates": "yes"}, r"`task.burst_restates='yes'` is invalid; choose true or false"),
 ])
 def test_bad_burst_settings_name_the_key(settings: dict, needle: str) -> None:
     with pytest.raises(tasks.ConfigError, match=needle):

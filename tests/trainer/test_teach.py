@@ -33,11 +33,14 @@ def test_the_default_keeps_the_base_models_built_before(preset: str) -> None:
     assert cfg.base_key() == old_base_key(cfg)
 
 
-def test_full_information_is_its_own_base_model() -> None:
+def test_full_information_is_its_own_base_model_and_shared_across_the_coupling() -> None:
     full = resolve(ROUTES)
     assert full.base.teach == "full"  # the routes presets teach on full information
     real = resolve({**ROUTES, "base": {"teach": "task"}})
     assert full.base_key() != real.base_key()
+    control = resolve({"task": {"preset": "peekread-routes-control"}})
+    assert control.task != full.task and control.base_key() == full.base_key()  # one base model per seed
+    assert resolve({**ROUTES, "task": {**ROUTES["task"], "burst_prob": 0.3}}).base_key() != full.base_key()
     assert full.base_task() == full.task.full_information()
     assert (full.base_task().read_payoff, full.base_task().coupling) == (0.0, 0.0)
 
