@@ -39,10 +39,11 @@ import torch
 from simlab.config import apply_overrides, parse_overrides, resolve
 from simlab.sinks import JsonlSink, read_metrics
 from simlab.tasks import peekread
+from simlab.tasks.presets import PRESETS
 from simlab.train import base_checkpoint, train
 
 COLUMNS = (
-    "preset", "seed", "base_success", "final_success", "diff", "diff_se", "sigma", "eval_episodes",
+    "preset", "preset_key", "seed", "base_success", "final_success", "diff", "diff_se", "sigma", "eval_episodes",
     "k_sd_base", "corr_base", "read_share_base", "read_corr_base", "success_g8_base",
     "k_sd_trained", "corr_trained", "read_share_trained", "read_corr_trained", "success_g8_trained",
     "overlong_base", "overlong_trained", "mean_k_base", "mean_k_trained", "base_s", "rl_s",
@@ -93,9 +94,9 @@ def one_seed(preset: str, seed: int, overrides: dict[str, Any], store: Path, epi
     n = cfg.eval.episodes
     p0, p1 = evals[0]["eval/compacted/success"], evals[-1]["eval/compacted/success"]
     se = math.sqrt((p0 * (1 - p0) + p1 * (1 - p1)) / n)
-    row = {"preset": preset, "seed": seed, "base_success": p0, "final_success": p1, "diff": p1 - p0,
-           "diff_se": se, "sigma": (p1 - p0) / se if se else math.nan, "eval_episodes": n,
-           "base_s": round(base_s, 1), "rl_s": round(rl_s, 1)}
+    row = {"preset": preset, "preset_key": PRESETS[preset].fingerprint(), "seed": seed, "base_success": p0,
+           "final_success": p1, "diff": p1 - p0, "diff_se": se, "sigma": (p1 - p0) / se if se else math.nan,
+           "eval_episodes": n,           "base_s": round(base_s, 1), "rl_s": round(rl_s, 1)}
     row.update({f"{k}_base": v for k, v in before.items()})
     row.update({f"{k}_trained": v for k, v in after.items()})
     return row
@@ -107,9 +108,42 @@ def ceiling(preset: str, overrides: dict[str, Any], episodes: int) -> dict[str, 
     h = cfg.harness
     stats = inspect(preset, "--agent", "oracle", "-G", "1", "--episodes", str(episodes), "--frac", str(h.frac),
                     "-k", str(h.tail_steps), "-S", str(h.max_compactions), "--window", str(h.window))
-    return {"preset": preset, "seed": -1, "final_success": stats["success_rate"],
-            "diff_se": stats["success_se"], "mean_k_trained": stats["mean_segments"],
-            "overlong_trained": stats["overlong_rate"]}
+    return {"preset": preset, "preset_key": PRESETS[preset].fingerprint(), "seed": -1,
+            "final_success": stats["success_rate"], "diff_se": stats["success_se"],
+            "mean_k_trained": stats["mean_segments"], "overlong_trained": stats["overlong_rate"]}
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """The rows of a table this script wrote (its ``#`` lines skipped), numbers as floats."""
+    with path.open() as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    return [{k: (v if k in ("preset", "preset_key") else float(v) if v else math.nan) for k, v in r.items()}
+            for r in rows]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """Per preset: the mean over seeds of each step-0 and trained figure, the ceiling, and how many seeds
+    gained >= +0.10 at >= 3 SE."""
+    lines = ["| preset | seeds | step 0: K SD, corr (all / READ), READ share, success | trained: K SD, corr "
+             "(all / READ), READ share, success, overlong | ceiling | gain (mean, min) | seeds >= +0.10 at >= 3 SE |",
+             "|---|---|---|---|---|---|---|"]
+    for preset in dict.fromkeys(r["preset"] for r in rows):
+        seeds = [r for r in rows if r["preset"] == preset and r["seed"] >= 0]
+        top = [r for r in rows if r["preset"] == preset and r["seed"] < 0]
+
+        def mean(key: str, rs: list[dict[str, Any]] = seeds) -> float:
+            vals = [r[key] for r in rs if not math.isnan(r[key])]
+            return sum(vals) / len(vals) if vals else math.nan
+
+        wins = sum(r["diff"] >= 0.10 and r["sigma"] >= 3 for r in seeds)
+        lines.append(
+            f"| `{preset}` | {len(seeds)} | {mean('k_sd_base'):.2f}, {mean('corr_base'):+.2f} / "
+            f"{mean('read_corr_base'):+.2f}, {mean('read_share_base'):.2f}, {mean('base_success'):.3f} | "
+            f"{mean('k_sd_trained'):.2f}, {mean('corr_trained'):+.2f} / {mean('read_corr_trained'):+.2f}, "
+            f"{mean('read_share_trained'):.2f}, {mean('final_success'):.3f}, {mean('overlong_trained'):.2f} | "
+            f"{top[0]['final_success'] if top else math.nan:.3f} | {mean('diff'):+.3f}, "
+            f"{min((r['diff'] for r in seeds), default=math.nan):+.3f} | {wins}/{len(seeds)} |")
+    return "\n".join(lines)
 
 
 def commit() -> str:
@@ -127,15 +161,19 @@ def done_rows(path: Path) -> set[tuple[str, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", nargs="+", required=True)
+    parser.add_argument("--table", type=Path, help="print the markdown summary of a table this script wrote, and stop")
+    parser.add_argument("--presets", nargs="+", default=[])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/preset_learning.csv"))
     parser.add_argument("--store", type=Path, default=Path("mlruns"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--inspect-episodes", type=int, default=512)
     parser.add_argument("--keep", type=Path, help="copy each seed's base and trained checkpoints here")
     parser.add_argument("--skip-done", action="store_true", help="leave out (preset, seed) rows already in --out")
     args = parser.parse_args()
+    if args.table is not None:
+        print(markdown(read_table(args.table)))
+        return
     torch.set_num_threads(1)
     overrides = {"eval.episodes": 512, "eval.every": 1000, **parse_overrides(args.overrides)}
     skip = done_rows(args.out) if args.skip_done else set()
