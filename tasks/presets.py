@@ -79,15 +79,16 @@ def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float =
     the fact on both routes and splits them about 50/50.
 
     How it was found (SUPO, 20 steps, seeds 0-2, each with its own base model and held-out set; the
-    per-seed tables are in docs/tasks-and-harness.md): a 120-step base model stayed at chance (0.19 ->
-    0.25 after RL); 180 steps learned on every routes seed but left 7 of 9 overlong-family base models at
-    chance; 300 steps learned everywhere, at the cost of room (trained 0.90-0.95 against a ceiling of
-    1.0 at c = 0). Without the restated fact the trained in-group corr(K, R) at c = 0 was -0.29 to -0.41
-    (the learned summariser drops the fact on burst readers); with it -0.07 to -0.25, which c = -0.1
-    cancels (-0.07 to +0.19 on the control). ``read_payoff`` 0.75 leaves READ the better route at every c
-    (at c = 1 by (0.75 - 0.5) x 7/8 = 0.22), so the token normaliser's policy reads; the bandit of issue
-    17 then has a weight ratio w of 2.48 (the step-0 action's segment-normaliser weight in burst against
-    other readers, measured).
+    per-seed figures are in docs/tasks-and-harness.md): behaviour cloning learns the copy of the fact in
+    one drop of its loss, whose step varies by seed (at lr 1e-3 between about 150 and 400 steps). At lr
+    1e-3 a 120-step base model stayed at chance (0.19 -> 0.25 after RL), 180 steps left 7 of 9
+    overlong-family base models at chance and 300 steps still 3 of 6; 400 steps at lr 2e-3 cloned all
+    of them (overlong-10: 0.21 -> 0.25 became 0.65 -> 0.83 on seed 0). Without the restated fact the
+    trained in-group corr(K, R) at c = 0 was -0.29 to -0.41 (the learned summariser drops the fact on
+    burst readers); with it -0.07 to -0.25, which c = -0.1 cancels (-0.07 to +0.19 on the control).
+    ``read_payoff`` 0.75 leaves READ the better route at every c (at c = 1 by (0.75 - 0.5) x 7/8 = 0.22),
+    so the token normaliser's policy reads; the bandit of issue 17 then has a weight ratio w of 2.48 (the
+    step-0 action's segment-normaliser weight in burst against other readers, measured).
     """
     return Preset(
         name, _PR,
@@ -98,7 +99,7 @@ def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float =
              max_steps=2 * horizon[1] + 2),
         about,
         policy=dict(n_layer=2, n_head=4, d_model=64),
-        base=dict(steps=300, episodes=64, lr=1e-3, teach="full"),
+        base=dict(steps=400, episodes=64, lr=2e-3, teach="full"),
         train=dict(lr=6e-4, prompts=32, steps=20),
     )
 
@@ -111,8 +112,8 @@ def _long_k(name: str, about: str, burst_steps: int, burst_prob: float = 1.0) ->
     segment (2 + 10 x 9 = 92 tokens) and each 92-token burst observation crosses L from any context. The
     burst ends with the fact restated, so the reader's success does not hang on its K - 1 summaries.
     A peek never shows the fact (``read_payoff`` 1), so the trained policy reads and K is the dose.
-    How it was found: as the routes family (seeds 0-2); at 180 base steps one of twelve base models stayed
-    at chance, hence 300.
+    How it was found: as the routes family (seeds 0-2; at 180 base steps at lr 1e-3 one of twelve base
+    models stayed at chance), with the routes family's base-model settings.
     """
     return Preset(
         name, _PR,
@@ -122,7 +123,7 @@ def _long_k(name: str, about: str, burst_steps: int, burst_prob: float = 1.0) ->
         dict(window=100, frac=0.95, summary_tokens=2, tail_steps=0, max_compactions=8, max_steps=22),
         about,
         policy=dict(n_layer=2, n_head=4, d_model=64),
-        base=dict(steps=300, episodes=64, lr=1e-3, teach="full"),
+        base=dict(steps=400, episodes=64, lr=2e-3, teach="full"),
         train=dict(lr=6e-4, prompts=32, steps=20),
     )
 
