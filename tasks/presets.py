@@ -85,7 +85,9 @@ def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float =
     overlong-family base models at chance and 300 steps still 3 of 6; 400 steps at lr 2e-3 cloned all
     of them (overlong-10: 0.21 -> 0.25 became 0.65 -> 0.83 on seed 0). Without the restated fact the
     trained in-group corr(K, R) at c = 0 was -0.29 to -0.41 (the learned summariser drops the fact on
-    burst readers); with it -0.07 to -0.25, which c = -0.1 cancels (-0.07 to +0.19 on the control).
+    burst readers); with it -0.07 to -0.25. With those base models c = -0.1 cancelled it (-0.07 to +0.19);
+    with the final ones (which the trained policy sharpens to 0.93-0.99) c = 0 gave -0.18 and -0.09 and
+    c = -0.1 +0.09 to +0.14, hence the control's c = -0.05.
     ``read_payoff`` 0.75 leaves READ the better route at every c (at c = 1 by (0.75 - 0.5) x 7/8 = 0.22),
     so the token normaliser's policy reads; the bandit of issue 17 then has a weight ratio w of 2.48 (the
     step-0 action's segment-normaliser weight in burst against other readers, measured).
@@ -175,7 +177,7 @@ PRESETS: dict[str, Preset] = {
         _peekread("peekread-pos", 1.0, 300, "reading pays: rollouts that read more compact more and succeed more"),
         _peekread("peekread-neg", -0.2, 120, "reading is a trap: rollouts that read more compact more and fail more"),
         _peekread("peekread-zero", 0.0, 120, "the control: reading costs context and changes nothing else"),
-        _routes("peekread-routes-control", "two routes, K free of reward under the trained policy", coupling=-0.1),
+        _routes("peekread-routes-control", "two routes, K free of reward under the trained policy", coupling=-0.05),
         _routes("peekread-routes-c0", "two routes, c = 0: the learned answer makes burst readers fail a little more",
                 coupling=0.0),
         _routes("peekread-routes-c25", "two routes, a burst read loses the fact 25% of the time", coupling=0.25),
@@ -188,11 +190,11 @@ PRESETS: dict[str, Preset] = {
         _long_k("peekread-long-k4", "long-K family: a reader compacts three times (K = 4)", 3),
         _long_k("peekread-long-k8", "long-K family: a reader compacts seven times (K = 8)", 7),
         _routes("peekread-overlong-0", "overlong family, the control: burst readers (p = 0.3) fit S = 2",
-                coupling=-0.1, burst_prob=0.3, max_compactions=2),
+                coupling=-0.05, burst_prob=0.3, max_compactions=2),
         _routes("peekread-overlong-10", "overlong family: burst readers (p = 0.1) run out of S = 1",
-                coupling=-0.1, burst_prob=0.1, max_compactions=1),
+                coupling=-0.05, burst_prob=0.1, max_compactions=1),
         _routes("peekread-overlong-30", "overlong family: burst readers (p = 0.3) run out of S = 1",
-                coupling=-0.1, burst_prob=0.3, max_compactions=1),
+                coupling=-0.05, burst_prob=0.3, max_compactions=1),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
                "32-48 moves: credit must cross many segments"),
