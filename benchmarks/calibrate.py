@@ -7,7 +7,7 @@ distinct instances (G = 1). The within-group columns are the scripted agent's, i
 rollouts per prompt: the mean in-group SD of the segment count K and the pooled in-group corr(K, reward),
 which is all a group-relative estimator can see.
 
-    PYTHONPATH=. python benchmarks/calibrate.py [--episodes 1024]
+    PYTHONPATH=. python benchmarks/calibrate.py [--episodes 1024] [--presets NAME ...]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def inspect(preset: str, agent: str, episodes: int, *extra: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1024)
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS), help="the rows to make (default: all)")
     args = parser.parse_args()
     print(
         "| preset | W | L | m | k | S | oracle | scripted (q=0.7) | random | oracle, sliding | "
@@ -48,7 +49,8 @@ def main() -> None:
         "K SD in group (scripted) | corr(K, R) in group (scripted) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, p in PRESETS.items():
+    for name in args.presets:
+        p = PRESETS[name]
         # success over distinct instances (G = 1); the within-group figures from groups of G = 8
         res = {a: inspect(name, a, args.episodes, "-G", "1") for a in ("oracle", "scripted", "random")}
         slide = inspect(name, "oracle", args.episodes, "-G", "1", "--trigger", "sliding")

@@ -191,25 +191,31 @@ def inspect(
         False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
+    checkpoint: Optional[Path] = typer.Option(  # noqa: UP045, B008
+        None, "--checkpoint", help="Play a trained policy checkpoint (sampling at temperature 1, writing its "
+        "own summaries) instead of --agent, under the harness it was trained with."
+    ),
     *,
     harness: dict[str, Any],
 ) -> None:
     """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
     from tqdm import tqdm
 
-    from simlab.harness.stats import format_stats, inspect_preset
+    from simlab.harness.stats import inspect_preset
 
+    factory = None
     try:
         task_overrides, harness = _inspect_overrides(set_, harness)
+        if checkpoint is not None:
+            factory, task_overrides, harness = _checkpoint_agent(checkpoint, task, task_overrides, harness, seed)
+            agent = "checkpoint"
     except ConfigError as exc:
         raise fail(exc) from None
     runs = 2 if vs_sliding else 1
-    bar = tqdm(
-        total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False
-    )
+    bar = tqdm(total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
     common: dict[str, Any] = dict(
         episodes=episodes, batch=batch, seed=seed, quality=quality, group_size=group_size, task=task_overrides,
-        progress=bar.update
+        progress=bar.update, agent_factory=factory,
     )
     try:
         stats = inspect_preset(task, agent, harness=harness, **common)
@@ -224,13 +230,63 @@ def inspect(
     if as_json:
         typer.echo(json.dumps(_json_safe(stats), indent=2))
     else:
-        who = f"agent={agent}" + (f" q={quality}" if agent == "scripted" else "")
-        typer.echo(format_stats(stats, f"{task} | {who} | trigger={stats['trigger']}"))
-        if vs_sliding:
-            typer.echo(
-                f"  vs sliding       {stats['sliding_success_rate']:.3f} without a summary; "
-                f"the summary is worth {stats['summary_gap']:+.3f}"
-            )
+        who = f"checkpoint={checkpoint}" if checkpoint is not None else (
+            f"agent={agent}" + (f" q={quality}" if agent == "scripted" else ""))
+        _print_inspection(stats, f"{task} | {who} | trigger={stats['trigger']}")
+
+
+def _print_inspection(stats: dict[str, Any], title: str) -> None:
+    """``inspect``'s human-readable report, with the gap to a no-summary run when it was measured."""
+    from simlab.harness.stats import format_stats
+
+    typer.echo(format_stats(stats, title))
+    if "summary_gap" in stats:
+        typer.echo(f"  vs sliding       {stats['sliding_success_rate']:.3f} without a summary; "
+                   f"the summary is worth {stats['summary_gap']:+.3f}")
+
+
+def _checkpoint_agent(
+    path: Path, preset: str, task: dict[str, Any], harness: dict[str, Any], seed: int
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The agent factory of ``inspect --checkpoint``, and the task and harness settings to play it under.
+
+    The checkpoint's own harness (and, for its own preset, its task) come first, then the command's
+    options: by default a trained policy is calibrated where it was trained. Bad input raises ConfigError.
+    """
+    import torch
+
+    from simlab.config import POLICY_MARGIN
+    from simlab.policy.agent import PolicyAgent
+    from simlab.policy.checkpoint import load_checkpoint
+    from simlab.policy.device import default_device
+    from simlab.tasks.presets import get_preset
+
+    p = get_preset(preset, "task")
+    if not path.is_file():
+        raise ConfigError.invalid("checkpoint", str(path), "choose an existing checkpoint file")
+    try:
+        policy, meta = load_checkpoint(path, expected_vocab_size=p.task.replace(**task).vocab_size,
+                                       device=default_device())
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ConfigError.invalid("checkpoint", str(path), f"it does not load as a policy checkpoint of this "
+                                  f"task ({' '.join(str(exc).split())})") from None
+    own_task = meta.get("task", {}) if meta.get("preset") == preset else {}
+    task = {**{k: tuple(v) if isinstance(v, list) else v for k, v in own_task.items()}, **task}
+    harness = {**meta.get("harness", {}), **harness}
+    window = harness.get("window", p.harness.get("window", 0))
+    if window + POLICY_MARGIN > policy.config.max_len:
+        raise ConfigError.invalid("harness.window", window, f"the checkpoint's policy holds {policy.config.max_len} "
+                                  f"tokens; choose an integer <= {policy.config.max_len - POLICY_MARGIN}")
+    if harness.get("summariser") == "frozen":
+        raise ConfigError.invalid("harness.summariser", "frozen", "inspect plays the checkpoint alone; choose "
+                                  "'self' or a reference agent's name (--summariser)")
+    policy.eval()
+
+    def make(env: Any, first: int) -> PolicyAgent:
+        gen = torch.Generator(device=policy.device).manual_seed(seed * 1_000_003 + first)
+        return PolicyAgent(policy, int(env.num_envs), generator=gen)
+
+    return make, task, harness
 
 
 def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

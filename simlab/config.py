@@ -245,6 +245,11 @@ class BaseConfig(Section):
     minibatch_tokens: Annotated[int, IntIn(0, 2**24)] = MINIBATCH_TOKENS
     """A step's gradient is accumulated over length buckets of at most this many token slots (segments x
     the longest of them); 0: the step's batch in one padded pass (the base model before issue 21)."""
+    teach: Annotated[str, OneOf(("task", "full"))] = "task"
+    """What the demonstrations are played on: ``task`` (the run's task) or ``full`` (the task with nothing
+    withheld, ``TaskConfig.full_information``: no hard instances, and on PeekRead peeks that show the fact
+    and no fact lost to the coupling). ``full`` teaches the copy of the fact on every demonstration, where
+    the real task shows it in only some; the route choice stays the teacher's."""
     compact_demos: Annotated[bool, Flag()] = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""
@@ -370,11 +375,19 @@ class RunConfig(Section):
         """The seed the base model is built with: ``base.seed``, or the run's seed when it is ``"run"``."""
         return self.seed if self.base.seed == "run" else int(self.base.seed)
 
+    def base_task(self) -> TaskConfig:
+        """The task the base model's demonstrations are played on (``base.teach``)."""
+        return self.task.full_information() if self.base.teach == "full" else self.task
+
     def base_key(self) -> str:
-        """Address of this run's base checkpoint: the task, the preset's harness, the policy shape, ``base``."""
+        """Address of this run's base checkpoint: the task it was taught on (``base_task``), the preset's
+        harness, the policy shape, ``base``. Tasks that differ only in what ``teach = "full"`` takes away
+        (PeekRead's coupling) share one base model."""
         policy = {k: v for k, v in plain(self.policy).items() if k != "value_head"}  # heads are added later
         base = {**{k: v for k, v in plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
-        payload = {"env": self.env_id, "task": plain(self.task), "harness": self.base_harness_settings(),
+        if base["teach"] == "task":
+            del base["teach"]  # the default leaves the keys of base models built before the setting unchanged
+        payload = {"env": self.env_id, "task": plain(self.base_task()), "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)

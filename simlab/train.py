@@ -47,6 +47,7 @@ from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.decode import TokenScores, score_tokens
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy, critic_from
+from simlab.schema import plain
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
 from simlab.summarisers import SUMMARISERS
@@ -61,16 +62,18 @@ def device_of(cfg: RunConfig) -> torch.device:
     return torch.device(cfg.device)
 
 
-def make_env(cfg: RunConfig, num_envs: int) -> Any:
+def make_env(cfg: RunConfig, num_envs: int, task: Any = None) -> Any:
+    """``num_envs`` envs of the run's task (or of ``task``, a config of the same env)."""
     return gymnasium.make_vec(cfg.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
-                              config=cfg.task)
+                              config=cfg.task if task is None else task)
 
 
 def checkpoint_meta(cfg: RunConfig, harness: HarnessConfig | None = None) -> dict[str, Any]:
-    """What a checkpoint must remember: the summarisation instruction's version and the trigger settings."""
+    """What a checkpoint must remember: the summarisation instruction's version and the trigger settings,
+    and the whole harness and task it was trained under (``simlab inspect --checkpoint`` replays them)."""
     h = harness or cfg.harness
     return {"v_sum": h.v_sum, "trigger": h.trigger, "frac": h.frac, "t_comp": h.t_comp, "window": h.window,
-            "summary_tokens": h.summary_tokens, "preset": cfg.preset}
+            "summary_tokens": h.summary_tokens, "preset": cfg.preset, "harness": plain(h), "task": plain(cfg.task)}
 
 
 # ---------------------------------------------------------------------------------------------- tensors
@@ -225,13 +228,14 @@ def collect(
     base_path: Path | None = None,
     fracs: np.ndarray | None = None,
 ) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
-    """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``).
+    """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``, on the task
+    ``base.teach`` names: its rollouts are demonstrations).
 
     Returns the batch, the env (for its phase masks) and the policy agent (its counters say what the
     trunk processed: tokens and attended keys), or None for a teacher.
     """
     n = prompts * group_size
-    env = make_env(cfg, n)
+    env = make_env(cfg, n, cfg.base_task() if teacher is not None else None)  # a teacher plays base.teach
     frozen = SUMMARISERS.get(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:
         rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from simlab.errors import ConfigError
-from simlab.schema import IntIn, Pair, RealIn, Section, int_text, section
+from simlab.schema import Flag, IntIn, Pair, RealIn, Section, int_text, section
 from simlab.tasks import vocab
 
 TOKENS = 4096
@@ -78,6 +78,15 @@ class TaskConfig(Section):
     def max_obs_tokens(self) -> int:
         """Longest regular observation (before padding and heavy tail): what the window check assumes."""
         return int(self.obs_tokens[1])
+
+    def max_burst_tokens(self) -> int:
+        """Longest burst observation (0: the task has none). Like the heavy tail, bursts widen the
+        observation but are left out of the window check: a harness meets them with its discard rule."""
+        return 0
+
+    def full_information(self) -> TaskConfig:
+        """The task with nothing withheld (no hard instances): what ``base.teach = "full"`` demonstrates on."""
+        return self.replace(hard_frac=0.0)
 
 
 @section
@@ -150,6 +159,25 @@ class PeekReadConfig(TaskConfig):
     fact_frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.2
     """The fact opens the observation of a step in the first ``fact_frac`` of the horizon (at least the
     first step; the default keeps it there for horizons under 10)."""
+    burst_prob: Unit = 0.0
+    """Per rollout, the probability that a read at the fact step bursts: its output goes on over the next
+    ``burst_steps`` observations, each ``burst_tokens`` long, whatever the agent does there. Drawn from the
+    rollout's own stream, so the G rollouts of one prompt differ. 0: no bursts."""
+    burst_steps: Annotated[int, IntIn(1, TOKENS)] = 2
+    """The burst's length in observations (cut short before the query). Under a threshold trigger with the
+    discard rule, a burst observation longer than L - 8 forces one compaction each and is dropped."""
+    burst_tokens: Annotated[int, IntIn(1, TOKENS)] = 48
+    """Tokens of each burst observation (distractor values; longer than any read)."""
+    burst_restates: Annotated[bool, Flag()] = True
+    """The burst ends with a short observation that opens with the fact again (unless the coupling lost
+    it), so a burst reader need not carry the fact through the burst's summaries and K alone goes with
+    nothing at c = 0. False: the fact must survive the summaries, and the learned summariser couples K
+    with reward by itself."""
+    coupling: Signed = 0.0
+    """In [-1, 1]: how a burst goes with success on the read route (c). > 0: a burst read loses the fact
+    with probability c (the long output buries it). < 0: a read without a burst loses it with probability
+    |c| (a short output is truncated; the long one is complete). 0: a burst changes only the context spent
+    (the control). Drawn from the rollout's stream."""
 
     def min_content(self) -> int:
         """Two action tokens, two keys, two values."""
@@ -163,12 +191,33 @@ class PeekReadConfig(TaskConfig):
         """The longer of a peek and a read."""
         return max(int(self.obs_tokens[1]), int(self.read_tokens[1]))
 
+    def max_burst_tokens(self) -> int:
+        """``burst_tokens`` when bursts are on."""
+        return int(self.burst_tokens) if self.burst_prob > 0 else 0
+
+    def full_information(self) -> PeekReadConfig:
+        """No hard instances, peeks show the fact too (``read_payoff`` > 0 becomes 0), no fact lost to the
+        coupling; traps, bursts and the geometry stay, so demonstrations compact as the task does."""
+        return self.replace(hard_frac=0.0, read_payoff=min(self.read_payoff, 0.0), coupling=0.0)
+
     def check(self) -> None:
-        """A read is at least 3 tokens longer than the longest peek."""
+        """A read is at least 3 tokens longer than the longest peek; with bursts on, a burst is longer than
+        any read and fits between the first step and the query."""
         super().check()
         least = self.obs_tokens[1] + 3
         if self.read_tokens[0] < least:
             raise self.invalid("read_tokens", int_text(least, TOKENS), suffix="[0]")
+        if self.burst_prob > 0:
+            if self.horizon[0] < 3 + int(self.burst_restates):
+                raise self.invalid("burst_prob", "a burst needs a step between the fact and the query "
+                                   f"(horizon[0] >= {3 + int(self.burst_restates)}); choose 0 or raise task.horizon")
+            if self.burst_tokens <= self.read_tokens[1]:
+                raise self.invalid("burst_tokens", int_text(self.read_tokens[1] + 1, TOKENS) + " (longer than a read)")
+            room = self.horizon[0] - 2 - int(self.burst_restates)
+            if self.burst_steps > room:
+                raise self.invalid("burst_steps", int_text(1, room) + f" (horizon[0] - {self.horizon[0] - room}: "
+                                   "the burst" + (" and its restatement" if self.burst_restates else "")
+                                   + " end before the query)")
 
 
 __all__ = ["ConfigError", "KeyRecallConfig", "PeekReadConfig", "PointerChaseConfig", "TaskConfig"]

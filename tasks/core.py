@@ -5,6 +5,10 @@ instance as arrays (prompt, every observation, the expected action per step, the
 is the one dynamics function: the single env calls it with a batch of one, the vector env with all
 of its envs. Randomness is a pure function of (episode key, stream, counter), so instance i of a
 vector env reset with ``seed=s`` is exactly the instance a single env reset with ``seed=s+i`` gets.
+
+A second family of keys, :func:`rollout_keys`, is keyed by (episode key, rollout index): the G rollouts
+of one prompt share the episode key (the instance: its facts, its question) and draw what may differ
+between them (PeekRead's bursts) from their own rollout key.
 """
 
 from __future__ import annotations
@@ -44,6 +48,17 @@ def episode_keys(base_seeds: IntArray, episodes: IntArray) -> KeyArray:
     with np.errstate(over="ignore"):
         b = _splitmix(np.asarray(base_seeds).astype(np.uint64))
         return _splitmix(b ^ _splitmix(np.asarray(episodes).astype(np.uint64) + np.uint64(1)))
+
+
+_ROLLOUT_SALT = np.uint64(0xD1B54A32D192ED03)
+"""Separates rollout keys from episode keys (both are hashes of the env's base seed)."""
+
+
+def rollout_keys(keys: KeyArray, rollouts: IntArray) -> KeyArray:
+    """(n,) keys of the per-rollout stream: rollout ``rollouts[i]`` of the episode whose key is ``keys[i]``."""
+    with np.errstate(over="ignore"):
+        r = _splitmix(np.asarray(rollouts).astype(np.uint64) ^ _ROLLOUT_SALT)
+        return _splitmix(np.asarray(keys, dtype=np.uint64) ^ r)
 
 
 @functools.lru_cache(maxsize=256)
@@ -117,6 +132,13 @@ class Instances:
     observation never depends on the action."""
     alt_action: IntArray | None = None
     """(n,) the action that selects ``alt_obs`` (with it; ``None`` without)."""
+    arm_step: IntArray | None = None
+    """(n,) the step at which ``alt_action`` arms this rollout's burst; -1: it has none. ``None``: the
+    task has no bursts (then ``burst`` and ``burst_obs`` are ``None`` too)."""
+    burst: BoolArray | None = None
+    """(n, H) the steps whose observation an armed burst replaces (after ``arm_step``, before the query)."""
+    burst_obs: IntArray | None = None
+    """(n, H, O) the observation of a burst step: what a long tool output looks like."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +149,21 @@ class StepState:
     """(n,) steps taken in the current episode."""
     failed: BoolArray
     """(n,) an action went off track (the episode can no longer be won)."""
+    armed: BoolArray
+    """(n,) the rollout's burst was armed (``alt_action`` at ``arm_step``): its burst steps are long."""
 
 
 def initial_state(n: int) -> StepState:
-    """The state of ``n`` fresh episodes: no steps taken, none failed."""
-    return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_))
+    """The state of ``n`` fresh episodes: no steps taken, none failed, no burst armed."""
+    return StepState(t=np.zeros(n, dtype=np.int64), failed=np.zeros(n, dtype=np.bool_),
+                     armed=np.zeros(n, dtype=np.bool_))
+
+
+def reset_rows(state: StepState, rows: IntArray) -> None:
+    """Start ``rows`` of ``state`` afresh, in place (the vector env's autoreset)."""
+    state.t[rows] = 0
+    state.failed[rows] = False
+    state.armed[rows] = False
 
 
 def step(
@@ -142,7 +174,8 @@ def step(
     Steps ``t < horizon`` check the action against ``expected`` (a miss is fatal, but the episode runs
     on so that its length never depends on the outcome) and return observation t. Step ``t = horizon``
     is the answer: reward 1 if nothing failed and the (possibly slipped) action equals ``answer``, and
-    the episode terminates.
+    the episode terminates. A rollout whose action at ``arm_step`` is ``alt_action`` is armed: from
+    then on its ``burst`` steps return ``burst_obs`` whatever the action (the rest of a long output).
 
     Returns:
         obs (n, O), reward (n,), terminated (n,), next state.
@@ -164,9 +197,24 @@ def step(
         alt = a == inst.alt_action
         if alt.any():
             obs[alt] = inst.alt_obs.reshape(n * h, o).take(at[alt], axis=0)
+    armed = _bursts(inst, state, a, at, moving, obs)
     if terminated.any():
         obs[terminated] = vocab.PAD
-    return obs, reward, terminated, StepState(t=t + 1, failed=failed)
+    return obs, reward, terminated, StepState(t=t + 1, failed=failed, armed=armed)
+
+
+def _bursts(inst: Instances, state: StepState, a: IntArray, at: IntArray, moving: BoolArray,
+            obs: IntArray) -> BoolArray:
+    """Arm the bursts this step's actions trigger and put armed burst observations into ``obs``, in
+    place; the armed flags after this step."""
+    if inst.arm_step is None or inst.burst is None or inst.burst_obs is None:
+        return state.armed
+    armed = state.armed | (moving & (state.t == inst.arm_step) & (a == inst.alt_action))
+    long = armed & moving & inst.burst.ravel().take(at)
+    if long.any():
+        o = inst.burst_obs.shape[2]
+        obs[long] = inst.burst_obs.reshape(-1, o).take(at[long], axis=0)
+    return armed
 
 
 def take_rows(inst: Instances, rows: IntArray) -> Instances:
@@ -203,18 +251,20 @@ class Layout:
         return int(self.filler.shape[2])
 
     def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
-                  target: IntArray, alt_obs: IntArray | None = None,
-                  alt_action: IntArray | None = None) -> Instances:
+                  target: IntArray, alt_obs: IntArray | None = None, alt_action: IntArray | None = None,
+                  arm_step: IntArray | None = None, burst: BoolArray | None = None,
+                  burst_obs: IntArray | None = None) -> Instances:
         """Complete a task's episode arrays with this layout's horizon, hardness and slips."""
         return Instances(prompt=pad_row(prompt, obs.shape[2]), obs=obs, expected=expected, answer=answer,
                          horizon=self.horizon, hard=self.hard, target=target, slip=self.slip,
-                         slip_action=self.slip_action, alt_obs=alt_obs, alt_action=alt_action)
+                         slip_action=self.slip_action, alt_obs=alt_obs, alt_action=alt_action,
+                         arm_step=arm_step, burst=burst, burst_obs=burst_obs)
 
 
 def max_step_tokens(cfg: TaskConfig) -> int:
-    """The longest observation a step can return (padding and heavy tail included)."""
+    """The longest observation a step can return (padding, heavy tail and bursts included)."""
     extra = round(abs(cfg.compaction_reward_corr) * cfg.corr_pad_tokens)
-    return max(cfg.max_obs_tokens() + extra, cfg.tail_tokens if cfg.tail_prob > 0 else 0)
+    return max(cfg.max_obs_tokens() + extra, cfg.tail_tokens if cfg.tail_prob > 0 else 0, cfg.max_burst_tokens())
 
 
 def obs_width(cfg: TaskConfig, prompt_len: int) -> int:

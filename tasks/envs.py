@@ -28,7 +28,8 @@ class TaskSpec:
 
     name: str
     config_cls: type[TaskConfig]
-    generate: Callable[[core.KeyArray, Any], core.Instances]
+    generate: Callable[[core.KeyArray, Any, core.KeyArray], core.Instances]
+    """(episode keys, config, rollout keys) -> the episodes."""
     solver_cls: Callable[[Any], Any]
     act_tokens: Callable[[Any], IntArray]
     """Tokens a sensible action uses (the harness's ACT-phase mask)."""
@@ -87,6 +88,30 @@ def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
     }
 
 
+ROLLOUT_OPTION = "rollout"
+"""The reset option that names each env's rollout index in its group (the per-rollout stream's key)."""
+
+
+def _rollout_option(options: dict[str, Any] | None, n: int, current: IntArray) -> IntArray:
+    """The rollout index of each of ``n`` envs from reset ``options`` (an int for all, or one per env);
+    ``current`` when the options do not say."""
+    if not options:
+        return current
+    unknown = sorted(set(options) - {ROLLOUT_OPTION})
+    if unknown:
+        raise ValueError(f"`options={options!r}` is invalid; the only reset option is {ROLLOUT_OPTION!r} "
+                         f"(unknown: {unknown})")
+    value = options.get(ROLLOUT_OPTION)
+    if value is None:
+        return current
+    arr = np.asarray(value)
+    ok = np.issubdtype(arr.dtype, np.integer) and arr.ndim <= 1 and (arr.ndim == 0 or arr.size == n)
+    if not ok or (arr.size and arr.min() < 0):
+        shape = "an integer >= 0" if n == 1 else f"an integer >= 0 or a list of {n} of them (one per env)"
+        raise ValueError(f"`options['rollout']={value!r}` is invalid; choose {shape}")
+    return np.broadcast_to(arr.astype(np.int64), (n,)).copy()
+
+
 def _fresh_seed() -> int:
     return int(np.random.SeedSequence().entropy % (1 << 62))  # type: ignore[operator]
 
@@ -115,14 +140,20 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
         self.solver = self.task.solver_cls(self.config)
         self._base: int | None = None
         self._episode = 0
+        self._rollout = np.zeros(1, dtype=np.int64)
         self.instances: core.Instances | None = None
         self._state = core.initial_state(1)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
-        """Draw a fresh instance (from ``seed``, else the next one of the env's stream); its prompt."""
+        """Draw a fresh instance (from ``seed``, else the next one of the env's stream); its prompt.
+
+        ``options={"rollout": j}`` makes this rollout j of its instance's group (default 0; kept by later
+        resets until changed): what the task draws per rollout comes from (instance, j).
+        """
         super().reset(seed=seed)
+        self._rollout = _rollout_option(options, 1, self._rollout)
         if seed is not None:
             self._base, self._episode = int(seed), 0
         elif self._base is None:
@@ -130,7 +161,7 @@ class TokenTaskEnv(gym.Env[IntArray, Any]):
         else:
             self._episode += 1
         keys = core.episode_keys(np.array([self._base]), np.array([self._episode]))
-        self.instances = self.task.generate(keys, self.config)
+        self.instances = self.task.generate(keys, self.config, core.rollout_keys(keys, self._rollout))
         self._state = core.initial_state(1)
         return self.instances.prompt[0].copy(), {"hard": bool(self.instances.hard[0])}
 
@@ -172,10 +203,13 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         self.single_action_space = spaces.Discrete(self.config.vocab_size)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.metadata = {**_metadata(self.task, self.config), "autoreset_mode": AutoresetMode.NEXT_STEP}
+        self.metadata = {**_metadata(self.task, self.config), "autoreset_mode": AutoresetMode.NEXT_STEP,
+                         "reset_options": (ROLLOUT_OPTION,)}
         self.solver = self.task.solver_cls(self.config)
         self._base: IntArray | None = None
         self._episode = np.zeros(num_envs, dtype=np.int64)
+        self._rollout = np.zeros(num_envs, dtype=np.int64)
+        """Each env's rollout index in its group: with the episode key, the key of its per-rollout stream."""
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self.instances: core.Instances | None = None
         self._next: core.Instances | None = None
@@ -187,7 +221,12 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[IntArray, dict[str, Any]]:
-        """Draw a fresh instance per env (``seed``: an int gives env i ``seed + i``, a list one each); the prompts."""
+        """Draw a fresh instance per env (``seed``: an int gives env i ``seed + i``, a list one each); the prompts.
+
+        ``options={"rollout": [j_0, ..., j_{n-1}]}`` (or one int for all) makes env i rollout j_i of its
+        instance's group, as a single env reset with ``options={"rollout": j_i}``; kept until changed.
+        """
+        self._rollout = _rollout_option(options, self.num_envs, self._rollout)
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             if len(seeds) != self.num_envs:
@@ -199,8 +238,8 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
             self._episode[:] = 0
         else:
             self._episode += 1
-        self.instances = self.task.generate(core.episode_keys(self._base, self._episode), self.config)
-        self._next = self.task.generate(core.episode_keys(self._base, self._episode + 1), self.config)
+        self.instances = self._draw(np.arange(self.num_envs), self._episode)
+        self._next = self._draw(np.arange(self.num_envs), self._episode + 1)
         self._stale[:] = False
         self._state = core.initial_state(self.num_envs)
         self._autoreset[:] = False
@@ -227,19 +266,23 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
             obs[rows] = fresh.prompt
             reward[rows] = 0.0
             terminated[rows] = False
-            state.t[rows] = 0
-            state.failed[rows] = False
+            core.reset_rows(state, rows)
         self._state = state
         self._autoreset = terminated.copy()
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         return obs, reward, terminated, truncated, {}
 
+    def _draw(self, rows: IntArray, episodes: IntArray) -> core.Instances:
+        """Episode ``episodes[k]`` of env ``rows[k]``, as rollout ``self._rollout[rows[k]]`` of its group."""
+        assert self._base is not None
+        keys = core.episode_keys(self._base[rows], episodes)
+        return self.task.generate(keys, self.config, core.rollout_keys(keys, self._rollout[rows]))
+
     def _refill(self) -> None:
         """Draw the next episode of every env whose buffered one was used."""
         assert self._next is not None and self._base is not None
         rows = np.flatnonzero(self._stale)
-        fresh = self.task.generate(core.episode_keys(self._base[rows], self._episode[rows] + 1), self.config)
-        core.replace_rows(self._next, rows, fresh)
+        core.replace_rows(self._next, rows, self._draw(rows, self._episode[rows] + 1))
         self._stale[rows] = False
 
 
@@ -260,6 +303,7 @@ _TASK_DOC = """
     ## Starting State
     A fresh instance drawn from the config: horizon, observation lengths (heavy tail optional),
     hardness (``hard_frac``), padding (``compaction_reward_corr``) and action slips (``noise``).
+    ``options={"rollout": j}`` is accepted and changes nothing here: this task draws nothing per rollout.
 
     ## Episode End
     Terminates after the answer (step ``horizon + 1``). Never truncates; the harness caps steps.
@@ -305,22 +349,55 @@ class PointerChaseVectorEnv(TokenTaskVectorEnv):  # noqa: D101  (its docstring i
     task = POINTER_CHASE
 
 
-class PeekReadEnv(TokenTaskEnv):  # noqa: D101  (its docstring is assembled: __doc__ below)
-    __doc__ = (
-        """PeekRead: what the agent reads sets how much context it spends.
+class PeekReadEnv(TokenTaskEnv):
+    """PeekRead: what the agent reads sets how much context it spends.
 
-    Every step the action is ``PEEK`` (the first content id: a short observation of ``obs_tokens``)
-    or ``READ`` (the second: a long one of ``read_tokens``); any other id counts as a peek. One fact
-    ``FACT key value`` is stated early (``fact_frac``); the last observation is ``key QUERY`` and the
-    answer is the value. ``read_payoff`` > 0: the fact is in the read of its step and a peek there
-    shows it only with probability ``1 - read_payoff``. ``read_payoff`` < 0: both show it, and each read
-    after it restates the key with a wrong value with probability ``|read_payoff|``. 0: both show it.
-    A rollout that reads more compacts more, so the number of compactions varies between the rollouts
-    of one prompt and goes with success in the direction ``read_payoff`` sets. In a hard instance the
-    fact is never stated.
+    One fact ``FACT key value`` is stated early (at a step in the first ``fact_frac`` of the horizon,
+    the *fact step*); the last observation is ``key QUERY`` and the answer is the value. In a hard
+    instance the fact is never stated. A rollout that reads more compacts more, so the number of
+    compactions K varies between the rollouts of one prompt as a consequence of what each did.
+
+    ## Action Space
+    ``Discrete(vocab_size)``: one token per step. ``PEEK`` (the first content id) asks for a short
+    observation, ``READ`` (the second) for a long one; any other id counts as a peek
+    (``metadata["act_tokens"]`` lists the two). An id outside the space raises ``ValueError``.
+
+    ## Observation Space
+    ``MultiDiscrete([vocab_size] * width)``: token ids right-padded with PAD (0). ``reset`` returns the
+    prompt ``TASK``. A peek returns ``obs_tokens`` tokens, a read ``read_tokens``; the fact opens the
+    observation of the fact step on the routes that show it:
+
+    - ``read_payoff`` > 0: the read shows it; a peek only with probability ``1 - read_payoff``.
+    - ``read_payoff`` < 0: both show it, and each later step before the query is a trap with
+      probability ``|read_payoff|``: a read there breaks the episode.
+    - ``read_payoff`` = 0: both show it.
+
+    **Bursts** (``burst_prob`` > 0): a read at the fact step bursts with probability ``burst_prob``, per
+    rollout: the next ``burst_steps`` observations are ``burst_tokens`` of distractor values each (never a
+    fake fact), and with ``burst_restates`` the one after them is short and opens with the fact again,
+    whatever the agent does at those steps; all cut short before the query. Under a threshold trigger
+    with the discard rule, a burst observation longer than L - 8 forces one compaction each and is
+    dropped, so a burst reader ends with ``burst_steps`` more segments than a reader without one.
+    **Coupling** c (``coupling``), per rollout, on the read at the fact step: c > 0, a burst read loses
+    the fact with probability c (the long output buries it, and does not restate it); c < 0, a read
+    without a burst loses it with probability |c| (the short output is truncated, the long one is
+    complete); c = 0, a burst changes only the context spent.
+
+    ## Rewards
+    0 on every step but the answer; the answer gets 1 if it is the value and no trap was read, else 0.
+
+    ## Starting State
+    ``reset(seed=s)`` draws the instance (horizon, fact step, key, value, observation lengths, hardness,
+    which peeks show the fact, traps, slips) from s. ``reset(options={"rollout": j})`` makes the episode
+    rollout j of its group (default 0, kept until changed): bursts and the coupling are drawn from
+    (instance, j), so the G rollouts of one prompt share the instance and differ only there. The
+    vector env takes one index per env (``options={"rollout": [j_0, ...]}``); the harness passes
+    ``i % G`` for env i.
+
+    ## Episode End
+    Terminates after the answer (step ``horizon + 1``). Never truncates; the harness caps steps.
     """
-        + _TASK_DOC
-    )
+
     task = PEEK_READ
 
 

@@ -28,8 +28,9 @@ def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
     return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
 
 
-def generate(keys: KeyArray, cfg: KeyRecallConfig) -> core.Instances:
-    """Lay out one KeyRecall episode per key (streams 10-14; 0-5 are the common layout)."""
+def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = None) -> core.Instances:
+    """Lay out one KeyRecall episode per key (streams 10-14; 0-5 are the common layout); nothing is
+    drawn per rollout (``rollouts`` is unused)."""
     n, h, f = keys.size, cfg.horizon[1], cfg.num_facts
     prompt = prompt_tokens(cfg)
     lay = core.draw_layout(keys, cfg, len(prompt))

@@ -5,9 +5,15 @@ one. How much context a rollout consumes, and so how often it compacts, is then 
 it did, and it differs between the G rollouts of one prompt. ``read_payoff`` sets how that cost relates
 to success (see :class:`simlab.tasks.config.PeekReadConfig`): reading is the informative path (> 0), a
 hazard that can break the episode (< 0), or neither (0, the control).
+
+Bursts and the coupling are drawn per rollout (``core.rollout_keys``): the G rollouts of one prompt share
+the fact and the question, but a read at the fact step may burst in one of them and not in another, and
+the coupling decides, per rollout, whether the read shows the fact.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,54 +62,103 @@ def _state_fact(obs: IntArray, rows: IntArray, steps: IntArray, key: IntArray, v
     obs[rows, steps, 2] = value
 
 
-def generate(keys: KeyArray, cfg: PeekReadConfig) -> core.Instances:
-    """Lay out one PeekRead episode per key (streams 10-17; 0-5 are the common layout).
+def _rollout_draws(rollouts: KeyArray, cfg: PeekReadConfig) -> tuple[core.BoolArray, core.BoolArray]:
+    """(burst, lost) per rollout from the rollout stream (streams 0-1): whether a read at the fact step
+    bursts, and whether that read loses the fact (``coupling``: burst reads for c > 0, others for c < 0)."""
+    burst = core.uniform(rollouts, 0, ()) < cfg.burst_prob
+    u = core.uniform(rollouts, 1, ())
+    c = cfg.coupling
+    lost = (burst & (u < c)) if c > 0 else (~burst & (u < -c))
+    return burst, lost
+
+
+Bursts = tuple[IntArray, core.BoolArray, IntArray]
+"""``Instances.arm_step``, ``burst`` and ``burst_obs``."""
+
+
+@dataclass(frozen=True)
+class _Fact:
+    """Where and what the fact is, per instance."""
+
+    step: IntArray
+    key: IntArray
+    value: IntArray
+    shown: core.BoolArray
+    """Stated at all (not a hard instance)."""
+
+
+def _burst_arrays(rollouts: KeyArray, burst: core.BoolArray, restated: core.BoolArray, fact: _Fact,
+                  lay: core.Layout, cfg: PeekReadConfig) -> Bursts:
+    """The arming step (the fact step, -1 without a burst), the burst steps and their observations (stream 2):
+    ``burst_steps`` long ones, then (``burst_restates``) a short one that opens with the fact where
+    ``restated``; all cut short before the query."""
+    h = cfg.horizon[1]
+    t, f, last = np.arange(h)[None, :], fact.step[:, None], lay.horizon[:, None] - 1
+    long = (t > f) & (t <= f + cfg.burst_steps) & (t < last)
+    obs = _filler(rollouts, 2, np.where(long, cfg.burst_tokens, lay.lengths), lay.width, cfg)
+    steps = long
+    if cfg.burst_restates:
+        after = (t == f + cfg.burst_steps + 1) & (t < last)
+        steps = long | after
+        rows, cols = np.nonzero(after & restated[:, None])
+        _state_fact(obs, rows, cols, fact.key[rows], fact.value[rows])
+    return np.where(burst, fact.step, -1), steps, obs
+
+
+def _per_rollout(keys: KeyArray, rollouts: KeyArray | None, fact: _Fact, lay: core.Layout,
+                 cfg: PeekReadConfig) -> tuple[core.BoolArray, Bursts | None]:
+    """Whether each rollout's read at the fact step shows the fact, and its bursts (``None``: bursts off).
+    With the knobs off nothing is drawn, so the instances are those drawn before the knobs existed."""
+    if cfg.burst_prob == 0 and cfg.coupling == 0:
+        return fact.shown, None
+    r = rollouts if rollouts is not None else core.rollout_keys(keys, np.zeros(keys.size, dtype=np.int64))
+    burst, lost = _rollout_draws(r, cfg)
+    shown = fact.shown & ~lost
+    return shown, (_burst_arrays(r, burst, shown, fact, lay, cfg) if cfg.burst_prob > 0 else None)
+
+
+def generate(keys: KeyArray, cfg: PeekReadConfig, rollouts: KeyArray | None = None) -> core.Instances:
+    """Lay out one PeekRead episode per key (streams 10-17; 0-5 are the common layout), and what differs
+    between the rollouts of one episode from ``rollouts`` (default: rollout 0 of each).
 
     The fact opens the observation of its step, so keeping it is a positional copy a small policy can
-    learn; what varies is whether the agent's route shows it (``read_payoff`` > 0) and whether its
-    route survives the traps (< 0).
+    learn; what varies is whether the agent's route shows it (``read_payoff`` > 0), whether its
+    route survives the traps (< 0), and, per rollout, whether a read there bursts or loses the fact.
     """
     n, h, p = keys.size, cfg.horizon[1], cfg.read_payoff
     prompt = prompt_tokens(cfg)
     lay = core.draw_layout(keys, cfg, len(prompt))
-    width = lay.width
     rows = np.arange(n)
     k0, k1 = key_tokens(cfg)
     v0, v1 = value_tokens(cfg)
 
-    peek = _filler(keys, 10, lay.lengths, width, cfg)
-    read = _filler(keys, 11, core.randint(keys, 12, (h,), cfg.read_tokens[0], cfg.read_tokens[1] + 1), width, cfg)
+    peek = _filler(keys, 10, lay.lengths, lay.width, cfg)
+    read = _filler(keys, 11, core.randint(keys, 12, (h,), cfg.read_tokens[0], cfg.read_tokens[1] + 1), lay.width, cfg)
 
     limit = np.clip(np.floor(cfg.fact_frac * lay.horizon).astype(np.int64), 1, lay.horizon - 1)
-    fact_step = core.randint(keys, 13, (), 0, limit)
-    key = core.randint(keys, 14, (), k0, k1)
-    value = core.randint(keys, 15, (), v0, v1)
-    shown = ~lay.hard
-    in_peek = shown & ((p <= 0) | (core.uniform(keys, 16, ()) >= p))
-    _state_fact(peek, rows[in_peek], fact_step[in_peek], key[in_peek], value[in_peek])
-    _state_fact(read, rows[shown], fact_step[shown], key[shown], value[shown])
+    fact = _Fact(step=core.randint(keys, 13, (), 0, limit), key=core.randint(keys, 14, (), k0, k1),
+                 value=core.randint(keys, 15, (), v0, v1), shown=~lay.hard)
+    in_peek = fact.shown & ((p <= 0) | (core.uniform(keys, 16, ()) >= p))
+    _state_fact(peek, rows[in_peek], fact.step[in_peek], fact.key[in_peek], fact.value[in_peek])
+    in_read, bursts = _per_rollout(keys, rollouts, fact, lay, cfg)
+    _state_fact(read, rows[in_read], fact.step[in_read], fact.key[in_read], fact.value[in_read])
 
     expected = np.full((n, h), core.ANY_ACTION, dtype=np.int64)
     if p < 0:  # traps: a read at such a step breaks the episode
         t = np.arange(h)[None, :]
-        trap = (t > fact_step[:, None]) & (t < lay.horizon[:, None] - 1) & (core.uniform(keys, 17, (h,)) < -p)
+        trap = (t > fact.step[:, None]) & (t < lay.horizon[:, None] - 1) & (core.uniform(keys, 17, (h,)) < -p)
         expected[trap] = PEEK
 
     last = lay.horizon - 1
     qlen = lay.lengths[rows, last]
-    peek[rows, last, qlen - 2] = key
+    peek[rows, last, qlen - 2] = fact.key
     peek[rows, last, qlen - 1] = vocab.QUERY
     read[rows, last] = peek[rows, last]  # the query is the same whatever the last action was
 
-    return lay.instances(
-        prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)),
-        obs=peek,
-        expected=expected,
-        answer=value,
-        target=key,
-        alt_obs=read,
-        alt_action=np.full(n, READ, dtype=np.int64),
-    )
+    arm_step, burst, burst_obs = bursts if bursts is not None else (None, None, None)
+    return lay.instances(prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)), obs=peek, expected=expected,
+                         answer=fact.value, target=fact.key, alt_obs=read, alt_action=np.full(n, READ, dtype=np.int64),
+                         arm_step=arm_step, burst=burst, burst_obs=burst_obs)
 
 
 class PeekReadSolver(FactSolver):

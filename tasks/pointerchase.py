@@ -25,8 +25,9 @@ def index_token(cfg: PointerChaseConfig, t: IntArray | int) -> IntArray:
     return vocab.FIRST_CONTENT + np.asarray(t) % cfg.num_content
 
 
-def generate(keys: KeyArray, cfg: PointerChaseConfig) -> core.Instances:
-    """Lay out one PointerChase episode per key (streams 10-15; 0-5 are the common layout)."""
+def generate(keys: KeyArray, cfg: PointerChaseConfig, rollouts: KeyArray | None = None) -> core.Instances:
+    """Lay out one PointerChase episode per key (streams 10-15; 0-5 are the common layout); nothing is
+    drawn per rollout (``rollouts`` is unused)."""
     n, h, p, nn = keys.size, cfg.horizon[1], cfg.num_pairs, cfg.num_nodes
     lay = core.draw_layout(keys, cfg, prompt_tokens_len(cfg))
     rows = np.arange(n)

@@ -7,10 +7,12 @@ their oracle / scripted / random success rates.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from simlab.schema import NameIn, check_value
+from simlab.schema import NameIn, check_value, plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 
@@ -31,6 +33,12 @@ class Preset:
     """Base-model settings (``simlab.config.BaseConfig`` fields) that give a competent, imperfect start."""
     train: dict[str, Any] = field(default_factory=dict)
     """RL settings (``simlab.config.TrainConfig`` fields) the preset learns with; a recipe's own win."""
+
+    def fingerprint(self) -> str:
+        """A hash of everything the preset sets: a measurement recorded with it is stale once it moves."""
+        blob = json.dumps([plain(self.task), self.harness, self.policy, self.base, self.train], sort_keys=True,
+                          default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 _KR = "simlab/KeyRecall-v0"
@@ -53,6 +61,71 @@ def _peekread(name: str, payoff: float, base_steps: int, about: str) -> Preset:
         about,
         policy=dict(n_layer=2, n_head=4, d_model=64),
         base=dict(steps=base_steps, episodes=64, lr=1e-3),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
+
+def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float = 0.5, burst_steps: int = 2,
+            max_compactions: int = 4, horizon: tuple[int, int] = (6, 7), window: int = 88,
+            read_payoff: float = 0.75) -> Preset:
+    """The two-route PeekRead family: one geometry, one policy shape, one RL budget.
+
+    The route is the first action. READ shows the fact (the better route); with probability
+    ``burst_prob`` per rollout its output bursts over the next ``burst_steps`` observations, each longer
+    than L, so under SUPO's discard rule a burst reader compacts ``burst_steps`` times (K = 1 + burst_steps)
+    while every other rollout fits one segment (K = 1). PEEK shows the fact with probability
+    1 - ``read_payoff`` (the short, safe, worse route). ``coupling`` ties a burst to the read losing the fact.
+    The base model clones the scripted agent on full information (``base.teach = "full"``), so it copies
+    the fact on both routes and splits them about 50/50.
+
+    How it was found (SUPO, 20 steps, seeds 0-2, each with its own base model and held-out set; the
+    per-seed figures are in docs/tasks-and-harness.md): behaviour cloning learns the copy of the fact in
+    one drop of its loss, whose step varies by seed (at lr 1e-3 between about 150 and 400 steps). At lr
+    1e-3 a 120-step base model stayed at chance (0.19 -> 0.25 after RL), 180 steps left 7 of 9
+    overlong-family base models at chance and 300 steps still 3 of 6; 400 steps at lr 2e-3 cloned all
+    of them (overlong-10: 0.21 -> 0.25 became 0.65 -> 0.83 on seed 0). Without the restated fact the
+    trained in-group corr(K, R) at c = 0 was -0.29 to -0.41 (the learned summariser drops the fact on
+    burst readers); with it -0.07 to -0.25. With those base models c = -0.1 cancelled it (-0.07 to +0.19);
+    with the final ones (which the trained policy sharpens to 0.93-0.99) c = 0 gave -0.18 and -0.09 and
+    c = -0.1 +0.09 to +0.14, hence the control's c = -0.05.
+    ``read_payoff`` 0.75 leaves READ the better route at every c (at c = 1 by (0.75 - 0.5) x 7/8 = 0.22),
+    so the token normaliser's policy reads; the bandit of issue 17 then has a weight ratio w of 2.48 (the
+    step-0 action's segment-normaliser weight in burst against other readers, measured).
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=34, horizon=horizon, obs_tokens=(3, 4), read_tokens=(7, 8), hard_frac=0.0,
+                       read_payoff=read_payoff, burst_prob=burst_prob, burst_steps=burst_steps,
+                       burst_tokens=window - 8, coupling=coupling),
+        dict(window=window, frac=0.95, summary_tokens=2, tail_steps=0, max_compactions=max_compactions,
+             max_steps=2 * horizon[1] + 2),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=400, episodes=64, lr=2e-3, teach="full"),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
+
+def _long_k(name: str, about: str, burst_steps: int, burst_prob: float = 1.0) -> Preset:
+    """The long-K PeekRead family: every read at the first step bursts for ``burst_steps`` observations, so a
+    reader ends with K = 1 + ``burst_steps`` segments (1 with ``burst_prob`` 0); a peek never shows the fact.
+
+    One geometry for every dose (10 steps, W = 100, L = 95 under SUPO): a reader without a burst fits one
+    segment (2 + 10 x 9 = 92 tokens) and each 92-token burst observation crosses L from any context. The
+    burst ends with the fact restated, so the reader's success does not hang on its K - 1 summaries.
+    A peek never shows the fact (``read_payoff`` 1), so the trained policy reads and K is the dose.
+    How it was found: as the routes family (seeds 0-2; at 180 base steps at lr 1e-3 one of twelve base
+    models stayed at chance), with the routes family's base-model settings.
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=34, horizon=(10, 10), obs_tokens=(3, 3), read_tokens=(6, 6), hard_frac=0.0,
+                       fact_frac=0.1, read_payoff=1.0, burst_prob=burst_prob, burst_steps=burst_steps,
+                       burst_tokens=92),
+        dict(window=100, frac=0.95, summary_tokens=2, tail_steps=0, max_compactions=8, max_steps=22),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=400, episodes=64, lr=2e-3, teach="full"),
         train=dict(lr=6e-4, prompts=32, steps=20),
     )
 
@@ -104,6 +177,24 @@ PRESETS: dict[str, Preset] = {
         _peekread("peekread-pos", 1.0, 300, "reading pays: rollouts that read more compact more and succeed more"),
         _peekread("peekread-neg", -0.2, 120, "reading is a trap: rollouts that read more compact more and fail more"),
         _peekread("peekread-zero", 0.0, 120, "the control: reading costs context and changes nothing else"),
+        _routes("peekread-routes-control", "two routes, K free of reward under the trained policy", coupling=-0.05),
+        _routes("peekread-routes-c0", "two routes, c = 0: the learned answer makes burst readers fail a little more",
+                coupling=0.0),
+        _routes("peekread-routes-c25", "two routes, a burst read loses the fact 25% of the time", coupling=0.25),
+        _routes("peekread-routes-c50", "two routes, a burst read loses the fact 50% of the time", coupling=0.5),
+        _routes("peekread-routes-c100", "two routes, a burst read always loses the fact", coupling=1.0),
+        _routes("peekread-routes-pos", "two routes, a short read loses the fact: bursts go with success",
+                coupling=-0.5),
+        _long_k("peekread-long-k1", "long-K family, the control: no bursts, every rollout one segment", 2, 0.0),
+        _long_k("peekread-long-k2", "long-K family: a reader compacts once (K = 2)", 1),
+        _long_k("peekread-long-k4", "long-K family: a reader compacts three times (K = 4)", 3),
+        _long_k("peekread-long-k8", "long-K family: a reader compacts seven times (K = 8)", 7),
+        _routes("peekread-overlong-0", "overlong family, the control: burst readers (p = 0.3) fit S = 2",
+                coupling=-0.05, burst_prob=0.3, max_compactions=2),
+        _routes("peekread-overlong-10", "overlong family: burst readers (p = 0.1) run out of S = 1",
+                coupling=-0.05, burst_prob=0.1, max_compactions=1),
+        _routes("peekread-overlong-30", "overlong family: burst readers (p = 0.3) run out of S = 1",
+                coupling=-0.05, burst_prob=0.3, max_compactions=1),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),
                "32-48 moves: credit must cross many segments"),

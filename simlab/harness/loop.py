@@ -46,6 +46,7 @@ from simlab.harness.protocol import (
 from simlab.harness.triggers import TRIGGERS, Trigger
 from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
+from simlab.tasks.envs import ROLLOUT_OPTION
 
 
 @dataclass(frozen=True)
@@ -444,9 +445,18 @@ def _env_configs(
 
 
 def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[_Rollout]:
-    """Reset every env (a group shares a seed), check that the window holds one turn, open the rollouts."""
+    """Reset every env (a group shares a seed), check that the window holds one turn, open the rollouts.
+
+    An env that takes the ``rollout`` reset option (``metadata["reset_options"]``: simlab's vector envs) is
+    told each env's index in its group, ``i % G``: its rollouts share the instance and draw what may
+    differ between them (PeekRead's bursts) from (instance, index).
+    """
     n = int(env.num_envs)
-    obs, _ = env.reset(seed=[seed + i // group_size for i in range(n)])
+    seeds = [seed + i // group_size for i in range(n)]
+    if ROLLOUT_OPTION in (getattr(env, "metadata", None) or {}).get("reset_options", ()):
+        obs, _ = env.reset(seed=seeds, options={ROLLOUT_OPTION: [i % group_size for i in range(n)]})
+    else:
+        obs, _ = env.reset(seed=seeds)
     check_window(env, cfg)
     return [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from simlab.errors import ConfigError
 from simlab.harness.loop import RolloutBatch
+from simlab.harness.protocol import Agent
 
 
 def corr(x: np.ndarray, y: np.ndarray) -> float:
@@ -24,6 +26,35 @@ def cluster_se(values: np.ndarray, groups: np.ndarray) -> float:
     means over sqrt(number of groups), so G rollouts of one prompt count as one draw of the instance."""
     means = np.bincount(groups, weights=values)[np.unique(groups)] / np.bincount(groups)[np.unique(groups)]
     return float(means.std(ddof=1) / math.sqrt(means.size)) if means.size > 1 else math.nan
+
+
+def first_actions(batch: RolloutBatch) -> np.ndarray:
+    """(R,) the first action token of each rollout (-1 where its first action was not kept, e.g. dropped
+    by the discard rule): the route of tasks whose first action chooses one (PeekRead)."""
+    from simlab.harness.protocol import Phase
+
+    out = np.full(len(batch.rollouts), -1, dtype=np.int64)
+    for i, rec in enumerate(batch.rollouts):
+        seg = batch.segments[rec.segment_rows[0]]
+        acts = np.flatnonzero(seg.phase == int(Phase.ACT))
+        if acts.size:
+            out[i] = int(seg.tokens[acts[0]])
+    return out
+
+
+def route_stats(segs: np.ndarray, reward: np.ndarray, groups: np.ndarray, first: np.ndarray) -> dict[str, Any]:
+    """Per first action (the route): its share, success, mean K, and K's in-group SD and corr(K, R) among
+    the rollouts of a group that took it (the coupling within a route, free of the route's own effect)."""
+    from simlab.segments import within_group_stats
+
+    out: dict[str, Any] = {}
+    for tok in np.unique(first):
+        on = first == tok
+        _, codes = np.unique(groups[on], return_inverse=True)
+        within = within_group_stats(segs[on], reward[on], codes)
+        out[str(int(tok))] = {"share": float(on.mean()), "success_rate": float(reward[on].mean()),
+                              "mean_segments": float(segs[on].mean()), "within_group": within}
+    return out
 
 
 def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
@@ -57,6 +88,7 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
         "corr_segments_reward": corr(segs.astype(float), reward),
         "group_size": int(np.bincount(groups).max()),
         "within_group": within_group_stats(segs, reward, groups),
+        "routes": route_stats(segs, reward, groups, np.concatenate([first_actions(b) for b in batches])),
         "working_context_mean": float(ctx.mean()),
         "working_context_max": int(ctx.max()),
         "window": cfg.window,
@@ -91,6 +123,7 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
         f"  overlong rate    {s['overlong_rate']:.3f}  {s['overlong_reasons'] or ''}",
         f"  corr(segments, reward)  {s['corr_segments_reward']:+.3f} overall; within groups of "
         f"G={s['group_size']}: {s['within_group']['corr']:+.3f}, SD of segments {s['within_group']['segments_sd']:.2f}",
+        *_route_lines(s["routes"]),
         f"  working context  mean {s['working_context_mean']:.1f}  max {s['working_context_max']}"
         f"  (W={s['window']}, L={s['threshold']})",
         f"  effective horizon  L x (S+1) = {s['effective_horizon']} tokens; mean steps {s['mean_steps']:.1f}",
@@ -102,6 +135,19 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+def _route_lines(routes: dict[str, Any]) -> list[str]:
+    """One line per first action, when the rollouts took more than one."""
+    if len(routes) < 2:
+        return []
+    return [f"  first action {tok:>3}  share {r['share']:.2f}  success {r['success_rate']:.3f}  segments "
+            f"{r['mean_segments']:.2f}  in-group SD of segments {r['within_group']['segments_sd']:.2f}, "
+            f"corr {r['within_group']['corr']:+.3f}" for tok, r in routes.items()]
+
+
+AgentFactory = Callable[[Any, int], Agent]
+"""Builds the agent of one batch: (its vector env, the batch's first instance seed) -> an agent."""
 
 
 def inspect_preset(
@@ -116,13 +162,15 @@ def inspect_preset(
     harness: dict[str, Any] | None = None,
     task: dict[str, Any] | None = None,
     progress: Any = None,
+    agent_factory: AgentFactory | None = None,
 ) -> dict[str, Any]:
     """Run ``episodes`` rollouts of a preset under a reference agent and a harness setting.
 
     ``harness`` and ``task`` override the preset's fields. Batches of ``batch`` envs run one after
     another with disjoint seeds; each batch plays prompts in groups of ``group_size`` rollouts (GRPO's
     G), so the within-group statistics see what a group-relative estimator would. ``episodes`` and
-    ``batch`` must be multiples of ``group_size``.
+    ``batch`` must be multiples of ``group_size``. ``agent_factory`` plays instead of the reference agent
+    ``agent`` (then only a label), e.g. a trained policy (``simlab inspect --checkpoint``).
     """
     import gymnasium
 
@@ -134,7 +182,8 @@ def inspect_preset(
     from simlab.tasks.presets import get_preset
 
     p = get_preset(preset, "task")
-    AGENTS.canonical(agent, "agent")
+    if agent_factory is None:
+        AGENTS.canonical(agent, "agent")
     check_value("group_size", group_size, IntIn(1, BATCH_MAX))
     check_value("seed", seed, seed_rule(0))
     for name, value, most in (("episodes", episodes, COUNT_MAX), ("batch", batch, BATCH_MAX)):
@@ -151,8 +200,10 @@ def inspect_preset(
         env = gymnasium.make_vec(
             p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=task_cfg
         )
-        batches.append(run_rollouts(env, agent, cfg, seed=seed + done // group_size, group_size=group_size,
-                                    quality=quality, progress=progress))
+        first = seed + done // group_size
+        actor = agent if agent_factory is None else agent_factory(env, first)
+        batches.append(run_rollouts(env, actor, cfg, seed=first, group_size=group_size, quality=quality,
+                                    progress=progress))
         env.close()
         done += n
     out = rollout_stats(batches)

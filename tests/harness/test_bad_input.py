@@ -90,5 +90,13 @@ def test_cli_bad_input_exits_2_naming_the_field() -> None:
         result = runner.invoke(app, ["inspect", "--task", "keyrecall-tiny", "--episodes", "8", *args])
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output, (args, result.output)
+    for args, needle in [
+        (["--set", "burst_prob=2"], "`task.burst_prob=2` is invalid; choose a value in [0, 1]"),
+        (["--set", "coupling=-1.5"], "`task.coupling=-1.5` is invalid; choose a value in [-1, 1]"),
+        (["--set", "burst_steps=6"], "`task.burst_steps=6` is invalid; choose an integer in [1, 3]"),
+        (["--set", "burst_restates=maybe"], "`task.burst_restates='maybe'` is invalid; choose true or false"),
+    ]:
+        result = runner.invoke(app, ["inspect", "--task", "peekread-routes-c0", "--episodes", "8", *args])
+        assert result.exit_code == 2 and needle in result.output and result.output.count("\n") == 1, result.output
     result = runner.invoke(app, ["inspect", "--task", "nope"])
     assert result.exit_code == 2 and "`task='nope'` is invalid; choose one of" in result.output
