@@ -33,6 +33,7 @@ from torch import Tensor
 from simlab import (
     credit,
     names,
+    stores,
     tasks,  # noqa: F401  (registers the simlab/ envs)
 )
 from simlab.config import RunConfig
@@ -666,9 +667,10 @@ class Trainer:
         return out
 
 
-def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", progress: bool = False,
+def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str | None = None, progress: bool = False,
           out_dir: Path | None = None) -> dict[str, float]:
-    """Base checkpoint (cached), then ``train.steps`` RL steps with periodic evaluation.
+    """Base checkpoint (cached, under ``store``; default: the local store ``<home>/mlruns``, as the CLI's),
+    then ``train.steps`` RL steps with periodic evaluation.
 
     Returns the final evaluation metrics. Raises :class:`TrainingDiverged` on a non-finite loss; the
     last good checkpoint is left in place.
@@ -681,7 +683,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str = "mlruns", pro
     device = device_of(cfg)
     sink.log_params(flatten(cfg))
     t = cfg.train
-    base_path = base_checkpoint(cfg, Path(store))
+    base_path = base_checkpoint(cfg, Path(store) if store is not None else stores.home() / stores.STORE_DIR)
     torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
     policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device,
                                 expected_meta={"v_sum": cfg.harness.v_sum})

@@ -189,3 +189,14 @@ def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
         assert out[s].count_nonzero() <= positions.size
     assert not out[len(rb.segments):].any()  # dummy rows stay zero
     np.testing.assert_array_equal(from_token_grid(out, batch, tb), grid)  # and back
+
+
+def test_train_without_a_store_caches_the_base_model_under_simlab_home(tmp_path, monkeypatch):
+    """A library caller that passes no store gets the CLI's local store, not ``./mlruns`` of the cwd."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("SIMLAB_HOME", str(home))
+    monkeypatch.chdir(work)
+    train(resolve(tiny(train={"steps": 0})), JsonlSink(tmp_path / "m.jsonl"))
+    assert len(list((home / "mlruns" / "base").glob("*.pt"))) == 1
+    assert list(work.iterdir()) == []
