@@ -11,6 +11,7 @@ import inspect as inspect_module
 import json
 import math
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -223,7 +224,7 @@ def inspect(
             base = inspect_preset(task, agent, harness={**harness, "trigger": "sliding"}, **common)
             stats["sliding_success_rate"] = base["success_rate"]
             stats["summary_gap"] = stats["success_rate"] - base["success_rate"]
-    except ValueError as exc:  # a ConfigError, or an agent's own check (quality)
+    except ConfigError as exc:  # a bad task, harness or agent setting
         raise fail(exc) from None
     finally:
         bar.close()
@@ -729,13 +730,23 @@ def ui(
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server
 
 
+BUG_EXIT = 1
+"""Exit code of an internal error (a bug), as against 2 for bad input."""
+
+
 def main() -> None:
-    """The ``simlab`` console script."""
+    """The ``simlab`` console script: bad input (a :class:`ConfigError`) is one line and exit 2; any other
+    exception is simlab's fault, not the user's, and says so under its traceback, with exit 1."""
     try:
         app()
-    except ValueError as exc:  # bad input that escaped a command's own handling
+    except ConfigError as exc:  # bad input that escaped a command's own handling
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
+    except Exception:
+        traceback.print_exc()
+        typer.echo("error: an internal error in simlab (a bug, not your input); the traceback above says where",
+                   err=True)
+        sys.exit(BUG_EXIT)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from simlab.errors import ConfigError
 from simlab.harness.protocol import Agent, Generation, IntArray, Phase, Request
 from simlab.registry import Registry
 from simlab.tasks import vocab
@@ -29,7 +30,7 @@ def find_solver(env: Any, who: str) -> Any:
         solver = getattr(candidate, "solver", None)
         if solver is not None:
             return solver
-    raise ValueError(
+    raise ConfigError(
         f"agent {who!r} needs a simlab task (one with a `solver`); this env has none. "
         "Use 'random' or pass your own Agent"
     )
@@ -129,5 +130,5 @@ AGENTS.add("random", _random)
 def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = 0.7) -> Agent:
     """Build the registered agent ``name``; unknown names list the valid ones."""
     if not (isinstance(quality, (int, float)) and not isinstance(quality, bool) and 0.0 <= quality <= 1.0):
-        raise ValueError(f"`agent.quality={quality!r}` is invalid; choose a value in [0, 1]")
+        raise ConfigError.invalid("agent.quality", quality, "choose a value in [0, 1]")
     return AGENTS.get(name)(env, seed=seed, quality=quality)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
 from simlab.schema import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, Section, int_text, section
 from simlab.tasks import vocab
@@ -166,7 +167,7 @@ def draw_fracs(
     that share a seed and a step draw from the same stream.
     """
     if draw not in THRESHOLD_DRAWS:
-        raise ValueError(f"`threshold_draw={draw!r}` is invalid; choose one of {THRESHOLD_DRAWS}")
+        raise ConfigError.invalid("threshold_draw", draw, f"choose one of {THRESHOLD_DRAWS}")
     if draw == "fixed":
         return np.full(num_envs, float(frac))
     rng = np.random.default_rng([int(seed), _DRAW_STREAM])
