@@ -67,3 +67,10 @@ SUMMARISERS.add("frozen", _frozen)
 SUMMARISERS.add("scripted", _reference("scripted"))
 SUMMARISERS.add("oracle", _reference("oracle"))
 SUMMARISERS.add("none", _harness_decides)
+
+
+def summariser_for(name: str) -> SummariserFactory:
+    """The factory of summariser ``name``: a registered mode, else the reference agent of that name (any
+    agent in :data:`~simlab.harness.agents.AGENTS`, the names ``harness.summariser`` accepts), so that a
+    value that validates always runs."""
+    return SUMMARISERS.get(name) if name in SUMMARISERS else _reference(name)

@@ -51,7 +51,7 @@ from simlab.policy.model import Policy, critic_from
 from simlab.schema import plain
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
-from simlab.summarisers import SUMMARISERS
+from simlab.summarisers import summariser_for
 from simlab.update import clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
 
 
@@ -237,7 +237,7 @@ def collect(
     """
     n = prompts * group_size
     env = make_env(cfg, n, cfg.base_task() if teacher is not None else None)  # a teacher plays base.teach
-    frozen = SUMMARISERS.get(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
+    frozen = summariser_for(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:
         rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,
                           quality=cfg.base.quality)

@@ -169,6 +169,18 @@ def test_summariser_registry_names_match_the_harness():
         resolve(tiny(harness={"summariser": "gpt"}))
 
 
+def test_every_summariser_the_harness_accepts_builds(tmp_path):
+    """The other direction: each name the config lets through (the modes and every reference agent,
+    ``random`` included) has a factory that builds, so a run never fails on it after writing files."""
+    from simlab.harness.agents import AGENTS
+    from simlab.summarisers import summariser_for
+    from simlab.train import make_env
+
+    for name in ("self", "none", *AGENTS.names()):
+        cfg = resolve(tiny(harness={"summariser": name}))
+        summariser_for(name)(cfg, make_env(cfg, 2), seed=0, base_path=None)
+
+
 def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
     """The k-th optimised token of a segment row gets column k of the credit layer's grid."""
     import numpy as np
