@@ -53,15 +53,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def _name_registries() -> dict[str, Registry[Any]]:
     """Config leaf names whose values must be registered component names."""
-    from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS
+    from simlab.credit import ESTIMATORS, NORMALISERS
 
-    return {
-        "estimator": ESTIMATORS,
-        "advantage_estimator": ESTIMATORS,
-        "normaliser": NORMALISERS,
-        "loss_normaliser": NORMALISERS,
-        "lambda_reading": LAMBDA_READINGS,
-    }
+    return {"estimator": ESTIMATORS, "normaliser": NORMALISERS}
 
 
 @dataclass(frozen=True)
