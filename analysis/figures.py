@@ -8,6 +8,7 @@ with no data is skipped and the report says why.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -320,7 +321,7 @@ def dose_response_png(rows: list[dict[str, Any]], path: Path, *, title: str) -> 
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xlabel(str(rows[0].get("dose_label") or "dose"))
     ax.set_ylabel(f"difference ({rows[0].get('unit', 'points')})")
-    ax.set_title(title, fontsize="small")
+    ax.set_title(textwrap.fill(title, 90), fontsize="small")
     ax.grid(alpha=0.3)
     _legend(ax, fontsize="x-small")
     return _save(fig, path)

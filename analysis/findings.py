@@ -525,14 +525,16 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
 
 
 def dose_figures(found: Findings, folder: Path) -> list[Path]:
-    """One dose-response figure per spec whose rows carry a dose: ``<folder>/<spec>-dose.png``."""
+    """One dose-response figure per spec and outcome statistic whose rows carry a dose:
+    ``<folder>/<spec>-<statistic>.png``."""
     from simlab.analysis.figures import dose_response_png
 
     written = []
-    for spec in dict.fromkeys(r["spec"] for r in found.rows):
-        rows = sorted((r for r in found.rows if r["spec"] == spec and r["dose"] is not None), key=lambda r: r["dose"])
-        path = dose_response_png(rows, folder / f"{spec}-dose.png", title=f"{spec}: {rows[0]['finding']}"
-                                 if rows else spec)
+    dosed = [r for r in found.rows if r["dose"] is not None]
+    for spec, statistic in dict.fromkeys((r["spec"], r["statistic"]) for r in dosed):
+        rows = sorted((r for r in dosed if (r["spec"], r["statistic"]) == (spec, statistic)), key=lambda r: r["dose"])
+        title = f"{spec} ({statistic}): treatment - baseline against {rows[0]['dose_label'] or 'the dose'}"
+        path = dose_response_png(rows, folder / f"{spec}-{statistic}.png", title=title)
         if path is not None:
             written.append(path)
     return written

@@ -287,6 +287,9 @@ def test_dose_rows_draw_a_dose_response_figure(tmp_path):
     out = tmp_path / "figs"
     out.mkdir()
     paths = fd.dose_figures(fd.Findings(rows, {}), out)
-    assert [p.name for p in paths] == ["toy-finding-dose.png"] and paths[0].stat().st_size > 5000
+    assert [p.name for p in paths] == ["toy-finding-final.png"] and paths[0].stat().st_size > 5000
+    auc = [{**r, "statistic": "auc"} for r in rows]  # a second outcome of the same doses: its own figure
+    paths = fd.dose_figures(fd.Findings([*rows, *auc], {}), out)
+    assert [p.name for p in paths] == ["toy-finding-final.png", "toy-finding-auc.png"]
     with pytest.raises(fd.FindingsError, match="dose='high'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ndose = "high"'))
