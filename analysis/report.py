@@ -113,7 +113,8 @@ def variant_table(sweep: SweepRuns, baseline: str | None = None, levels: Levels 
                           f"{', '.join(sweep.variants)}", key="--baseline", value=baseline)
     parts = [_one_table(sweep, baseline, evaluation, statistic, levels, threshold)
              for evaluation, statistic in statistics]
-    return pl.concat(parts)
+    measured = [part for part in parts if "mean" in part.columns and part["mean"].is_not_null().any()]
+    return pl.concat(measured or parts, how="diagonal_relaxed")  # an evaluation no run played is left out
 
 
 def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outcomes.Statistic,
@@ -371,7 +372,9 @@ def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
                 values = final.filter((pl.col("variant") == variant) & (pl.col("key") == key))
                 row |= {k.replace("value", field): v for k, v in _mean_se(values, "value").items()}
             rows.append(row)
-    return pl.DataFrame(rows, infer_schema_length=None)
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    played = table.filter(pl.any_horizontal(pl.col(f).is_not_null() for f in EVAL_HEALTH))
+    return table.filter(pl.col("evaluation").is_in(played["evaluation"].unique().to_list()))
 
 
 # ------------------------------------------------------------------------------------ the report

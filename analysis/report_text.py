@@ -99,6 +99,8 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | 
     parts = [_preamble(sweep, table)]
     for name, key in EVALUATIONS.items():
         rows = table.filter(pl.col("evaluation") == name)
+        if rows.height == 0:  # an evaluation no run played (eval.single_window = false)
+            continue
         parts.append(variant_section(rows, f"{name.replace('_', '-')} success (`{key}`, final evaluation)", "points"))
     if speed is not None:
         titles = {"auc": ("learning speed: area under the compacted evaluation curve", "points"),

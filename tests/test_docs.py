@@ -28,20 +28,22 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(?:<!--\s*(smoke|skip):\s*(.*?)-->\s*\n)?```(bash|python)\n(.*?)```", re.S)
 SMOKE_SPEC = """name = "quick"
-seeds = [0]
+seeds = [40]
 sampler = "grid"
-baseline = "steps=0"
+baseline = "normaliser=token"
 [base]
-preset = "peekread-pos"
+preset = "peekread-routes-c100"
 recipe = "supo"
 [base.overrides]
 base.steps = 2
 base.episodes = 8
 train.prompts = 2
+train.steps = 1
 eval.episodes = 8
 eval.every = 1
+eval.single_window = false
 [space]
-train.steps = [0, 1]
+train.normaliser = ["token", "segment"]
 [objective]
 metric = "eval/compacted/success"
 """

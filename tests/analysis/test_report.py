@@ -409,3 +409,12 @@ def test_the_report_uses_per_episode_outcomes(tmp_path: Path, empty_mlflow_db: P
         assert p["se"] >= per_seed.std(ddof=1) / 2 - 1e-9 and direct.fixed_var >= 0
     seeds = "held fixed: held-out set (eval.seed = 1000000)" if shared else "seeds vary: base model, held-out set"
     assert seeds in sweep.seeds_vary()
+
+
+def test_an_evaluation_no_run_played_is_left_out(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    """A sweep with eval.single_window = false: no single-window table of n/a rows, and the report builds."""
+    uri = _episodes_store(tmp_path, empty_mlflow_db, False)
+    table = rp.variant_table(rp.load_runs("eps", uri), "arm=q")
+    assert set(table["evaluation"]) == {"compacted"}
+    made = rp.build_report("eps", baseline="arm=q", tracking_uri=uri)
+    assert "### compacted success" in made.markdown and "single-window success" not in made.markdown
