@@ -173,7 +173,8 @@ def test_every_shipped_finding_row_parses_and_selects_existing_variants():
     from simlab.sweep.spec import load_spec
 
     rows = fd.load_rows()
-    assert {r.id.rstrip("abc") for r in rows} == {str(i) for i in range(1, 8)}
+    assert {r.id[0] for r in rows} == {str(i) for i in range(1, 8)}  # findings 1-7, each with its rows
+    assert len({r.id for r in rows}) == len(rows)
     for r in rows:
         spec = load_spec(r.spec_path)
         variants = [fd.settings(c.variant) for c in spec.cells()]
