@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,7 +60,8 @@ ROUND = 9
 """Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
 ROW_KEYS = (
     "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "threshold", "margin",
-    "kind", "mechanism", "note", "control_expect", "control_vacuous", "dose", "dose_label", "control_dose", *ARMS,
+    "kind", "mechanism", "note", "control_expect", "control_vacuous", "dose", "dose_label", "control_dose",
+    "superseded_by", *ARMS,
 )
 Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided", "control moved",
                   "not run"]
@@ -120,6 +122,8 @@ class FindingRow:
     """The dose axis, e.g. "coupling c"."""
     control_dose: float | None = None
     """The dose at which the mechanism is absent (the control's)."""
+    superseded_by: str = ""
+    """The rows of a later design that replace this one (the row stays, with its numbers)."""
 
     @property
     def sign(self) -> float | None:
@@ -219,6 +223,7 @@ def _parse_row(path: Path, spec: str, where: str, row: Mapping[str, Any]) -> Fin
         control_vacuous=str(row.get("control_vacuous", "")),
         dose=_number(path, f"{where}.dose", row.get("dose")), dose_label=str(row.get("dose_label", "")),
         control_dose=_number(path, f"{where}.control_dose", row.get("control_dose")),
+        superseded_by=str(row.get("superseded_by", "")),
         mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
     )
 
@@ -229,7 +234,12 @@ def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
     if not paths:
         raise FindingsError(f"no findings specs in {folder}")
     rows = [row for path in paths for row in parse_rows(path)]
-    return sorted(rows, key=lambda r: (int("".join(c for c in r.id if c.isdigit()) or 0), r.id))
+    return sorted(rows, key=lambda r: _natural(r.id))
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders the numbers inside an id by value: 1a < 1d-4 < 1d-4-final < 1d-32 < 2a."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", text))
 
 
 # ----------------------------------------------------------------------------- what a spec varied
@@ -476,7 +486,8 @@ def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Le
             "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source, "note": row.note,
             "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
             "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
-            "control_dose": row.control_dose, "unit": "steps" if row.statistic == "steps_to" else (
+            "control_dose": row.control_dose, "superseded_by": row.superseded_by,
+            "unit": "steps" if row.statistic == "steps_to" else (
                 "points" if scale(row.metric) == stats.POINTS else "metric units")}
     if data is None or data.runs.height == 0:
         return base | _fields("", None) | _fields("control_", None) | {

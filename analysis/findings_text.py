@@ -18,6 +18,8 @@ WIDTH = 110
 SE_FROM = {"nested": "seeds+inst", "crossed": "seeds×inst", "rates": "seeds", "rates-bound": "seeds+bound",
            "seeds": "seeds"}
 KIND = {"credit finding": "credit", "serving finding": "serving", "harness check": "check"}
+SUPERSEDED = "†"
+"""Marks a row in the compact table that a later design superseded."""
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -61,12 +63,14 @@ def _mech(r: dict[str, Any]) -> str:
 def to_compact(found: Findings) -> str:
     """A table of at most :data:`WIDTH` columns, then one wrapped line per row saying what it is."""
     headers = ["#", "Kind", "Pub.", "Treatment - baseline", "Control", "Verdict"]
-    rows = [[r["id"], KIND.get(r["kind"], r["kind"]), _num(r["published"], "+.1f"), diff_text(r),
-             diff_text(r, "control_"), short_verdict(r)] for r in found.rows]
+    rows = [[r["id"] + (SUPERSEDED if r["superseded_by"] else ""), KIND.get(r["kind"], r["kind"]),
+             _num(r["published"], "+.1f"), diff_text(r), diff_text(r, "control_"), short_verdict(r)]
+            for r in found.rows]
     lines = [markdown_table(headers, rows)]
     for r in found.rows:
         cond = f" [{r['conditional']}]" if r["conditional"] else ""
-        lines.append(textwrap.fill(f"{r['id']}: {r['finding']}; {r['verdict']}: {r['reason']}{cond}", WIDTH,
+        later = f" (superseded by {r['superseded_by']})" if r["superseded_by"] else ""
+        lines.append(textwrap.fill(f"{r['id']}: {r['finding']}; {r['verdict']}: {r['reason']}{cond}{later}", WIDTH,
                                    subsequent_indent="    "))
     r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
     lines.append(textwrap.fill(_legend(r0, found), WIDTH))
@@ -79,7 +83,8 @@ def _legend(r0: dict[str, Any], found: Findings) -> str:
             f"seeds and held-out instances; σ = difference / SE. Verdicts at α = {r0['alpha']:g}, power "
             f"{r0['power']:.0%}: reproduced needs 2σ in the published direction and the control a tie decided by "
             f"a 90% TOST within half the published delta; a tie is decided only by that TOST. Kind: credit "
-            f"finding, serving finding, or check (holds by how the task is built). Full table: "
+            f"finding, serving finding, or check (holds by how the task is built). {SUPERSEDED}: superseded by a "
+            f"later design (the row stays, with its numbers). Full table: "
             f"`simlab findings --markdown`. Runs from: {where}.")
 
 
@@ -90,7 +95,8 @@ def to_markdown(found: Findings) -> str:
     rows = [[r["id"], r["kind"], r["finding"], _num(r["published"], "+.1f"), diff_text(r, full=True),
              diff_text(r, "control_", full=True), _mech(r),
              r["seeds_vary"] + (f" ({r['conditional']})" if r["conditional"] else ""),
-             f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "")]
+             f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "")
+             + (f"; superseded by {r['superseded_by']}" if r["superseded_by"] else "")]
             for r in found.rows]
     r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
     return _legend(r0, found) + "\n\n" + markdown_table(headers, rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -294,3 +295,14 @@ def test_dose_rows_draw_a_dose_response_figure(tmp_path):
     assert [p.name for p in paths] == ["toy-finding-final.png", "toy-finding-auc.png"]
     with pytest.raises(fd.FindingsError, match="dose='high'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ndose = "high"'))
+
+
+def test_a_superseded_row_stays_marked_and_names_its_successors(tmp_path):
+    r = row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nsuperseded_by = "9c-1, 9c-2 (findings/toy-dose)"'))
+    assert r.superseded_by == "9c-1, 9c-2 (findings/toy-dose)"
+    got = fd.evaluate_row(r, None, "none")
+    compact = findings_text.to_compact(fd.Findings([got], {}))
+    assert "| 9†" in compact and "(superseded by 9c-1, 9c-2 (findings/toy-dose))" in " ".join(compact.split())
+    assert "superseded by 9c-1" in findings_text.to_markdown(fd.Findings([got], {}))
+    assert [x.id for x in sorted([dataclasses.replace(r, id=i) for i in ("2a", "1d-32", "1d-4-final", "1d-4", "1a")],
+                                 key=lambda x: fd._natural(x.id))] == ["1a", "1d-4", "1d-4-final", "1d-32", "2a"]
