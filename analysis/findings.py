@@ -229,7 +229,7 @@ def _parse_row(path: Path, spec: str, where: str, row: Mapping[str, Any]) -> Fin
 
 
 def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
-    """Every findings row of every spec in ``folder``, in file order."""
+    """Every findings row of every spec in ``folder``, sorted by id (the numbers in it by value)."""
     paths = sorted(folder.glob("*.toml"))
     if not paths:
         raise FindingsError(f"no findings specs in {folder}")

@@ -72,11 +72,13 @@ class RouteModel:
 
 @dataclass(frozen=True)
 class Choice:
-    """A credit-assignment choice: an estimator, a normaliser and the overlong mask, as the trainer reads them."""
+    """A credit-assignment choice: an estimator, a normaliser, its per-row weight and the overlong mask, as the
+    trainer reads them."""
 
     estimator: str = "rollout_group"
     normaliser: str = "token"
     overlong_mask: bool = True
+    row_weight: str = "none"
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -118,7 +120,8 @@ def expected_gradient(model: RouteModel, choice: Choice, policy: dict[str, float
         batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups, finished=finished.tolist(),
                                            values=values)
         adv = credit.estimate(batch, choice.estimator, **choice.options).advantages
-        weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask)
+        weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask,
+                                      row_weight=choice.row_weight)
         first = batch.seg_position == 0
         rows = np.flatnonzero(first)  # the first segment of each rollout, in rollout order
         contrib = weights[rows, 0] * adv[rows, 0]

@@ -80,6 +80,11 @@ def table() -> pl.DataFrame:
     for rate, p in ((0.0, 0.3), (0.1, 0.1), (0.3, 0.3)):
         rows += _rows("4 no overlong mask (overlong rate of readers)", rate, routes(-0.05, p, 1.0 if rate else 0.0),
                       masks)
+    for weight in ("inverse_k", "length_ratio"):  # issue 20's question 1, against the token normaliser
+        for c in (-0.05, 1.0):
+            rows += _rows(f"Q1 seq-mean-token-mean with row weight {weight} vs token-mean (coupling c)", c, routes(c),
+                          {"treatment": Choice(normaliser="segment", row_weight=weight),
+                           "baseline": Choice(normaliser="token")})
     return pl.DataFrame(rows).with_columns(
         (pl.col("treatment") / pl.col("baseline")).alias("ratio"),
         (pl.col("treatment").sign() != pl.col("baseline").sign()).alias("flip"))

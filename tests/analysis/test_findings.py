@@ -176,7 +176,9 @@ def test_every_shipped_finding_row_parses_and_selects_existing_variants():
     rows = fd.load_rows()
     assert {r.id[0] for r in rows} == {str(i) for i in range(1, 8)}  # findings 1-7, each with its rows
     assert len({r.id for r in rows}) == len(rows)
-    for r in rows:
+    questions = fd.load_rows(fd.SPEC_DIR.parent / "questions")  # the field's questions, same row format
+    assert questions and all(r.id.startswith("Q") for r in questions)
+    for r in [*rows, *questions]:
         spec = load_spec(r.spec_path)
         variants = [fd.settings(c.variant) for c in spec.cells()]
         for arm, selector in r.arms.items():
