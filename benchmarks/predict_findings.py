@@ -85,6 +85,10 @@ def table() -> pl.DataFrame:
             rows += _rows(f"Q1 seq-mean-token-mean with row weight {weight} vs token-mean (coupling c)", c, routes(c),
                           {"treatment": Choice(normaliser="segment", row_weight=weight),
                            "baseline": Choice(normaliser="token")})
+    for rate, p in ((0.0, 0.3), (0.3, 0.3)):  # issue 20's question 3b: overlong rollouts out of the baseline
+        rows += _rows("Q3 baseline over finished rollouts vs all (overlong rate of readers)", rate,
+                      routes(-0.05, p, 1.0 if rate else 0.0),
+                      {"treatment": Choice(options={"baseline": "finished"}), "baseline": Choice()})
     return pl.DataFrame(rows).with_columns(
         (pl.col("treatment") / pl.col("baseline")).alias("ratio"),
         (pl.col("treatment").sign() != pl.col("baseline").sign()).alias("flip"))
