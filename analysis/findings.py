@@ -238,7 +238,7 @@ def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
 
 
 def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
-    """A sort key that orders the numbers inside an id by value: 1a < 1d-4 < 1d-4-final < 1d-32 < 2a."""
+    """A sort key that orders the numbers inside an id by value: 1a < 1d4 < 1d32 < 2c25 < 2c100."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", text))
 
 

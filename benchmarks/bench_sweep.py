@@ -75,7 +75,7 @@ def main() -> None:
         # where the sweeps below look for them: <home>/mlruns ($SIMLAB_HOME, else the working folder), never
         # the checkout's own store
         cfgs = [backend.build(s, seed) for seed in spec.seeds for s in probe_settings(spec)]
-        backend.prepare(cfgs, stores.home() / stores.STORE_DIR, 2)
+        backend.prepare(cfgs, stores.local_store(), 2)
         print(f"base checkpoints ready in {time.perf_counter() - t0:.1f} s")
     print(
         f"spec {args.spec}: {len(spec.cells())} trials "

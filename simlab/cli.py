@@ -327,7 +327,7 @@ def train(
     from simlab.sinks import JsonlSink
     from simlab.train import train as run_training
 
-    store = store if store is not None else stores.home() / stores.STORE_DIR
+    store = store if store is not None else stores.local_store()
     try:
         cfg, folder = _check_train(config, set_, out, store)
     except ConfigError as exc:

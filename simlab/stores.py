@@ -61,6 +61,11 @@ def home() -> Path:
     return path
 
 
+def local_store() -> Path:
+    """``<home>/mlruns``: the local store's folder (base checkpoints, run folders, the default journal)."""
+    return home() / STORE_DIR
+
+
 def shown(url: str) -> str:
     """A URL fit to print or log: the password replaced by ``***``."""
     scheme, sep, rest = url.partition("://")

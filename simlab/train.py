@@ -683,7 +683,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str | None = None, 
     device = device_of(cfg)
     sink.log_params(flatten(cfg))
     t = cfg.train
-    base_path = base_checkpoint(cfg, Path(store) if store is not None else stores.home() / stores.STORE_DIR)
+    base_path = base_checkpoint(cfg, Path(store) if store is not None else stores.local_store())
     torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
     policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device,
                                 expected_meta={"v_sum": cfg.harness.v_sum})
