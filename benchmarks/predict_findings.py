@@ -89,6 +89,10 @@ def table() -> pl.DataFrame:
         rows += _rows("Q3 baseline over finished rollouts vs all (overlong rate of readers)", rate,
                       routes(-0.05, p, 1.0 if rate else 0.0),
                       {"treatment": Choice(options={"baseline": "finished"}), "baseline": Choice()})
+    for k in (1, 8):  # issue 20's question 6: a cost per segment, summed over the rollout
+        for coef in (0.05, 0.1, 0.2):
+            rows += _rows(f"Q6 cost per segment x coef vs none (K = {k})", coef, long_k(k),
+                          {"treatment": Choice(cost="segments", cost_coef=coef), "baseline": Choice()})
     return pl.DataFrame(rows).with_columns(
         (pl.col("treatment") / pl.col("baseline")).alias("ratio"),
         (pl.col("treatment").sign() != pl.col("baseline").sign()).alias("flip"))
