@@ -324,14 +324,15 @@ def train(
 ) -> None:
     """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
     from simlab import stores
-    from simlab.sinks import JsonlSink
-    from simlab.train import train as run_training
 
     store = store if store is not None else stores.local_store()
     try:
         cfg, folder = _check_train(config, set_, out, store)
     except ConfigError as exc:
         raise fail(exc) from None
+    from simlab.sinks import JsonlSink  # torch comes with these: bad input is refused without it
+    from simlab.train import train as run_training
+
     sink = JsonlSink(folder)  # the first write: every input was checked above
     typer.echo(f"run folder: {folder}")
     try:
@@ -351,7 +352,6 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
 
     from simlab.config import apply_overrides, load, parse_overrides, resolve
     from simlab.stores import check_folder_target
-    from simlab.train import device_of
 
     cfg = load(config, items) if config is not None else resolve(apply_overrides({}, parse_overrides(items)))
     check_folder_target(store, "--store")
@@ -360,7 +360,10 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
                                   "overwritten); give a new or empty folder")
-    device_of(cfg)  # `device='cuda'` on a machine without one
+    if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
+        from simlab.train import device_of
+
+        device_of(cfg)
     return cfg, folder
 
 

@@ -30,7 +30,7 @@ from simlab.errors import ConfigError
 from simlab.harness.agents import AGENTS
 from simlab.harness.config import THRESHOLD_DRAWS, HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
-from simlab.policy.model import PolicyConfig
+from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
 from simlab.schema import (
     BATCH_MAX,
@@ -59,12 +59,19 @@ from simlab.schema import (
 )
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
-from simlab.update import RATIOS, SCHEDULES
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
 DEFAULT_PRESET = "keyrecall-tiny"
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def _update() -> Any:
+    """:mod:`simlab.update`, imported when a ratio or schedule name is checked: it needs torch, and a bad
+    value elsewhere is refused without it."""
+    import simlab.update
+
+    return simlab.update
 
 MINIBATCH_TOKENS = 1024
 """Token slots per mini-batch by default: on one CPU core, larger mini-batches spill out of its cache
@@ -113,7 +120,7 @@ class TrainConfig(Section):
     ``segments``, ``context``: keys attended), x ``cost_coef``; ``none``: the task's reward."""
     cost_coef: Annotated[float, RealIn(0.0)] = 0.0
     """Reward units per unit of ``cost`` (per token, per segment, per attended key), >= 0."""
-    ratio: Annotated[str, NameIn(lambda: RATIOS)] = "token"
+    ratio: Annotated[str, NameIn(lambda: _update().RATIOS)] = "token"
     """Importance ratio of the clipped loss: ``token`` (PPO) or ``segment`` (GSPO's geometric mean over a
     segment's tokens, clipped per segment; set eps_low/eps_high to GSPO's 3e-4/4e-4 scale)."""
     whiten: Annotated[bool, Flag()] = False
@@ -142,7 +149,7 @@ class TrainConfig(Section):
     """RL training steps."""
     lr: Positive = 3e-4
     """Policy learning rate (Adam)."""
-    lr_schedule: Annotated[str, NameIn(lambda: SCHEDULES)] = "constant"
+    lr_schedule: Annotated[str, NameIn(lambda: _update().SCHEDULES)] = "constant"
     """Learning-rate schedule over the planned ``steps x prompts x group_size`` units: ``constant``,
     ``linear`` or ``cosine`` decay to 0 (policy and critic alike)."""
     schedule_unit: Annotated[str, OneOf(SCHEDULE_UNITS)] = "rollouts"

@@ -21,7 +21,7 @@ from simlab.cli import app
 from simlab.config import BaseConfig, EvalConfig, TrainConfig, resolve
 from simlab.errors import ConfigError
 from simlab.harness.config import HarnessConfig
-from simlab.policy.model import PolicyConfig
+from simlab.policy.config import PolicyConfig
 from simlab.schema import Either, IntIn, Maybe, NameIn, OneOf, RealIn, Rule, Section
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -39,3 +43,21 @@ def test_the_usage_lines_name_the_arguments() -> None:
 def test_a_missing_argument_is_named_as_shown() -> None:
     result = CliRunner().invoke(app, ["sweep"])
     assert result.exit_code == 2 and "SPEC" in result.output
+
+
+_HEAVY = ("torch", "mlflow", "optuna")
+"""Imports that take seconds: `--help` and a refused value must not need them (issue 19's fast CLI)."""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--set", "train.lr=abc"], ["train", "--set", "train.ratio=x"]])
+def test_help_and_bad_input_do_not_import_the_heavy_stack(argv: list[str], tmp_path: Path) -> None:
+    probe = ("import sys\nfrom simlab.cli import main\nsys.argv = ['simlab', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+             f"print('LOADED', sorted(m for m in {_HEAVY!r} if m in sys.modules), 'EXIT', code)")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "SIMLAB_HOME": str(tmp_path)}, timeout=120)
+    last = out.stdout.strip().splitlines()[-1]
+    expected = 0 if argv == ["--help"] else 2
+    heavy = ["torch"] if "train.ratio=x" in argv else []  # the ratio's registry runs torch code
+    assert last == f"LOADED {heavy} EXIT {expected}", out.stdout + out.stderr
+    assert not any(tmp_path.iterdir()), "a refused value wrote files"

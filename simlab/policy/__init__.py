@@ -1,37 +1,51 @@
 """The policy: a small transformer with an LM head masked by phase, a value head, KV-cache decoding
 and checkpoints. The trainer and the harness drive it; nothing here knows about tasks or credit.
+
+Names load on first use (PEP 562), so that reading :class:`PolicyConfig` (``simlab.policy.config``)
+to check a run's settings does not import torch.
 """
 
-from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
-from simlab.policy.decode import (
-    Decoder,
-    Sample,
-    StepOutput,
-    TokenScores,
-    masked_entropy,
-    masked_log_softmax,
-    sample,
-    score_tokens,
-)
-from simlab.policy.device import autocast, default_device
-from simlab.policy.model import KVCache, Policy, PolicyConfig, PolicyOutput, critic_from
+from __future__ import annotations
 
-__all__ = [
-    "Decoder",
-    "KVCache",
-    "Policy",
-    "PolicyConfig",
-    "PolicyOutput",
-    "Sample",
-    "StepOutput",
-    "TokenScores",
-    "autocast",
-    "critic_from",
-    "default_device",
-    "load_checkpoint",
-    "masked_entropy",
-    "masked_log_softmax",
-    "sample",
-    "save_checkpoint",
-    "score_tokens",
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
+    from simlab.policy.config import PolicyConfig
+    from simlab.policy.decode import (
+        Decoder,
+        Sample,
+        StepOutput,
+        TokenScores,
+        masked_entropy,
+        masked_log_softmax,
+        sample,
+        score_tokens,
+    )
+    from simlab.policy.device import autocast, default_device
+    from simlab.policy.model import KVCache, Policy, PolicyOutput, critic_from
+
+_HOME = {
+    "checkpoint": ("load_checkpoint", "save_checkpoint"),
+    "config": ("PolicyConfig",),
+    "decode": ("Decoder", "Sample", "StepOutput", "TokenScores", "masked_entropy", "masked_log_softmax",
+               "sample", "score_tokens"),
+    "device": ("autocast", "default_device"),
+    "model": ("KVCache", "Policy", "PolicyOutput", "critic_from"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+
+__all__ = [  # the names in _HOME (tests/policy/test_lazy_exports.py holds the two equal)
+    "Decoder", "KVCache", "Policy", "PolicyConfig", "PolicyOutput", "Sample", "StepOutput", "TokenScores",
+    "autocast", "critic_from", "default_device", "load_checkpoint", "masked_entropy", "masked_log_softmax",
+    "sample", "save_checkpoint", "score_tokens",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule that defines ``name`` on first use."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simlab.policy' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"simlab.policy.{module}"), name)

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from simlab.policy.model import Policy, config_from_dict, config_to_dict
+from simlab.policy.config import config_from_dict, config_to_dict
+from simlab.policy.model import Policy
 
 FORMAT_VERSION = 1
 """Bumped when the layout below changes incompatibly."""
