@@ -607,7 +607,7 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
     from simlab import stores
     from simlab.errors import ReportError
 
-    uri, _ = stores.tracking_uri(tracking_uri, stores.home())
+    uri, _ = stores.check_run_store(tracking_uri, stores.home())
     db = stores.sqlite_path(uri)
     if db is None:
         return
@@ -681,6 +681,10 @@ def findings(
         check_levels(alpha, power)
         if figures is not None:
             check_output_dir(figures)
+        if source != "exports":
+            from simlab import stores
+
+            stores.check_run_store(tracking_uri, stores.home())
         rows = fd.load_rows(specs or fd.SPEC_DIR)
         if export:
             for path in fd.export(rows, tracking_uri=tracking_uri):
@@ -709,13 +713,14 @@ def ui(
     """Start the MLflow UI on the local store, bound to 127.0.0.1 unless --host says otherwise."""
     import os
 
-    from simlab import tracking
+    from simlab import stores, tracking
     from simlab.schema import IntIn, check_value
 
     try:
         check_value("--port", port, IntIn(1, 65535))
         check_value("--workers", workers, IntIn(1, 64))
         store = tracking.resolve_store(tracking_uri)
+        stores.check_run_store(tracking_uri, stores.home())  # a server or database that answers, a real file
         tracking.check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
     except ConfigError as exc:
         raise fail(exc) from exc

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sqlite3
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -184,12 +185,25 @@ def check_tracking(uri: str, option: str = "--tracking-uri") -> None:
         check_database(uri, option)
 
 
+def check_run_store(tracking: str | None, root: Path) -> tuple[str, str | None]:
+    """(tracking URI, artifact root), checked the one way every command that reads or writes runs checks
+    it: a well-formed URI (:func:`tracking_uri`), a server or database that answers (:func:`check_tracking`),
+    and a local file, where one exists, that is an SQLite database. Writes nothing."""
+    uri, artifact_root = tracking_uri(tracking, root)
+    option = tracking_option(tracking)
+    check_tracking(uri, option)
+    db = sqlite_path(uri)
+    if db is not None and db.is_file():
+        check_sqlite(db, uri, option)
+    return uri, artifact_root
+
+
 def preflight(storage: str | None, tracking: str | None, root: Path) -> tuple[StudyStore, str, str | None]:
     """Both stores checked, cheapest first: (study store, tracking URI, artifact root). Writes nothing."""
     study = study_store(storage, root)
-    uri, artifact_root = tracking_uri(tracking, root)
+    tracking_uri(tracking, root)  # a malformed URI before any database is asked
     check_study_store(study)
-    check_tracking(uri, tracking_option(tracking))
+    uri, artifact_root = check_run_store(tracking, root)
     return study, uri, artifact_root
 
 
@@ -277,6 +291,18 @@ def check_server(uri: str, option: str) -> None:
             f"`{option}={shown(uri)!r}`: GET /health answered HTTP {status}, so this is not an MLflow tracking "
             f"server; {fix}"
         )
+
+
+def check_sqlite(db: Path, uri: str, option: str) -> None:
+    """The file ``db`` (of ``uri``) opens as an SQLite database, read-only."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
+            conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"`{option}={shown(uri)!r}`: {db} is not an SQLite database ({exc}); give the mlflow.db a sweep "
+            "wrote, or leave --tracking-uri out to use the local store"
+        ) from None
 
 
 def check_database(url: str, option: str) -> None:

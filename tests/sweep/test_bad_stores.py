@@ -67,6 +67,11 @@ CASES: list[Case] = [
         ["is a folder", "mlflow.db"],
     ),
     (
+        "tracking database is not a database",
+        lambda s: ["--storage", str(s.storage), "--tracking-uri", f"sqlite:///{s.folder}/spec.toml"],
+        ["spec.toml is not an SQLite database", "leave --tracking-uri out"],
+    ),
+    (
         "storage is a folder",
         lambda s: ["--storage", str(s.folder), "--tracking-uri", s.tracking_uri],
         [f"`--storage='{'{folder}'}'`", "is a folder", "optuna-journal.log", "postgresql://"],
@@ -178,3 +183,22 @@ def test_the_command_line_exits_within_the_bound(tmp_path: Path) -> None:
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: `--tracking-uri=")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
     assert seconds < BOUND_S, seconds
+
+
+READERS = [["report", "quick"], ["findings"], ["ui", "--port", "1"]]
+"""Commands that read the run store: each checks it as `simlab sweep` does (issue 19). The ui's port is
+checked after the store, so a privileged one is never bound."""
+
+
+@pytest.mark.parametrize("command", READERS, ids=[c[0] for c in READERS])
+@pytest.mark.parametrize("kind", ["dead server", "not a database"])
+def test_every_reader_checks_its_store(stores: Stores, tmp_path: Path, command: list[str], kind: str) -> None:
+    junk = stores.folder / "junk.db"
+    junk.write_text("not an SQLite file")
+    uri = f"http://127.0.0.1:{closed_port()}" if kind == "dead server" else f"sqlite:///{junk}"
+    before = stores.written()
+    result = run_cli([*command, "--tracking-uri", uri])
+    assert result.exit_code == 2, result.output
+    expected = "no MLflow server answers there" if kind == "dead server" else "junk.db is not an SQLite database"
+    assert expected in result.output and "Traceback" not in result.output, result.output
+    assert stores.written() == before and junk.read_text() == "not an SQLite file"
