@@ -285,7 +285,7 @@ def _spec_design(text: str) -> Design:
     try:
         spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
         cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
-    except ValueError:  # a TOML, config, spec or backend error: nothing resolved
+    except (tomllib.TOMLDecodeError, ConfigError):  # a TOML, config, spec or backend error: nothing resolved
         return Design(None, True, True)
     return Design(min(int(c.eval.episodes) for c in cfgs), any(c.base.seed != "run" for c in cfgs),
                   any(c.eval.seed != "run" for c in cfgs))
@@ -362,7 +362,7 @@ def arm(row: FindingRow, data: SpecData, name: str, spec: Design) -> Arm:
     seeds = per_seed(row, data, name)
     evaluation = evaluation_of(row.metric)
     episodes = None
-    if data.episodes is not None and evaluation is not None and row.statistic in ("final", "auc"):
+    if data.episodes is not None and evaluation is not None and row.statistic in ("final", "auc", "gain"):
         runs = arm_runs(data.runs, row.arms[name]).select("run_id", "seed")
         got = outcomes.episode_outcomes(data.episodes, evaluation, row.statistic)  # type: ignore[arg-type]
         if got is not None:

@@ -1,4 +1,4 @@
-"""A run's outcome statistics: final success, and the two learning-speed outcomes.
+"""A run's outcome statistics: final success, the two learning-speed outcomes, and the learning gain.
 
 A credit-assignment bias that scales the gradient without flipping its sign changes how fast a policy
 learns, not where it ends; final success cannot show it. The speed outcomes read the evaluation curve
@@ -8,10 +8,13 @@ learns, not where it ends; final success cannot show it. The speed outcomes read
     auc        sum_k (t_k - t_{k-1}) (y_k + y_{k-1}) / 2 / (t_n - t_0)   the normalised area under the curve
     steps_to   min { t_k : y_k >= threshold }                a run that never gets there counts as t_n
                                                              and is marked censored
+    gain       y(t_n) - y(t_0)                               what RL added to the step-0 evaluation (the
+                                                             base model), on the instances evaluated at both
 
 Rates come out in points. From per-episode outcomes, ``final`` and ``auc`` are also given per held-out
 instance (the AUC over the instances evaluated at every step, the intermediate subset), which is what
-lets :mod:`simlab.analysis.levels` put both seeds and instances into their SE; ``steps_to`` is a property
+lets :mod:`simlab.analysis.levels` put both seeds and instances into their SE; so is ``gain`` (paired by
+instance: the intermediate subset, evaluated at step 0 and at the end); ``steps_to`` is a property
 of the whole curve and has only a per-run value.
 """
 
@@ -25,17 +28,24 @@ import polars as pl
 
 from simlab.errors import ConfigError
 
-Statistic = Literal["final", "auc", "steps_to"]
-STATISTICS: tuple[Statistic, ...] = ("final", "auc", "steps_to")
+Statistic = Literal["final", "auc", "steps_to", "gain"]
+STATISTICS: tuple[Statistic, ...] = ("final", "auc", "steps_to", "gain")
 POINTS = 100.0
+
+
+def _two_evaluations(count: int, statistic: str = "gain") -> None:
+    """Refuse a curve statistic of a run evaluated fewer than twice."""
+    if count < 2:
+        what = "an area" if statistic == "auc" else "a gain"
+        raise ConfigError.invalid("statistic", statistic, f"{what} needs at least two evaluations, and this run "
+                                  f"has {count}; choose 'final', or evaluate more often (eval.every)")
 
 
 def auc(steps: npt.ArrayLike, values: npt.ArrayLike) -> float:
     """The trapezoidal area under ``values`` over ``steps`` divided by the step range (a mean level)."""
     t, y = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
     if t.size < 2 or t[-1] <= t[0]:
-        raise ConfigError.invalid("statistic", "auc", f"an area needs at least two evaluations, and this run "
-                                  f"has {t.size}; choose 'final', or evaluate more often (eval.every)")
+        _two_evaluations(min(t.size, 1), "auc")
     return float(np.sum(np.diff(t) * (y[1:] + y[:-1]) / 2) / (t[-1] - t[0]))
 
 
@@ -65,6 +75,9 @@ def _statistic(t: npt.NDArray[np.float64], y: npt.NDArray[np.float64], statistic
         return float(y[-1]), False
     if statistic == "auc":
         return auc(t, y), False
+    if statistic == "gain":
+        _two_evaluations(t.size)
+        return float(y[-1] - y[0]), False
     if threshold is None:
         raise ConfigError.invalid("threshold", None, "steps_to needs a threshold in points")
     return steps_to(t, y, threshold)
@@ -85,7 +98,9 @@ def episode_outcomes(episodes: pl.DataFrame, evaluation: str, statistic: Statist
             "run_id", "instance", "value")
     steps = rows.group_by("run_id").agg(pl.col("step").n_unique().alias("evaluations"))
     if steps.height and int(steps.get_column("evaluations").min()) < 2:  # type: ignore[arg-type]
-        auc([0], [0.0])  # raises the one-evaluation error
+        _two_evaluations(int(steps.get_column("evaluations").min()), statistic)  # type: ignore[arg-type]
+    if statistic == "gain":
+        return _instance_gain(rows)
     every = rows.join(steps, on="run_id").filter(
         pl.col("step").n_unique().over("run_id", "instance") == pl.col("evaluations"))
     by = ("run_id", "instance")
@@ -94,3 +109,14 @@ def episode_outcomes(episodes: pl.DataFrame, evaluation: str, statistic: Statist
     return trapezoids.group_by(*by).agg(
         (pl.col("area").sum() / (pl.col("step").max() - pl.col("step").min())).alias("value")
     ).sort(*by)
+
+
+def _instance_gain(rows: pl.DataFrame) -> pl.DataFrame:
+    """run_id, instance, value: last minus first evaluation of each instance evaluated at both of its
+    run's first and last steps."""
+    ends = rows.group_by("run_id").agg(pl.col("step").min().alias("first"), pl.col("step").max().alias("last"))
+    at = rows.join(ends, on="run_id")
+    first = at.filter(pl.col("step") == pl.col("first")).select("run_id", "instance", pl.col("value").alias("y0"))
+    last = at.filter(pl.col("step") == pl.col("last")).select("run_id", "instance", pl.col("value").alias("y1"))
+    return first.join(last, on=("run_id", "instance")).select(
+        "run_id", "instance", (pl.col("y1") - pl.col("y0")).alias("value")).sort("run_id", "instance")

@@ -88,7 +88,8 @@ VARIANT_SCHEMA = {
     "evaluation": pl.String, "statistic": pl.String, "variant": pl.String, "baseline": pl.String,
     "horizon": pl.Float64, "seeds": pl.Int64, "missing": pl.Int64, "unfinished": pl.Int64, "instances": pl.Int64,
     "mean": pl.Float64, "se": pl.Float64, "df": pl.Float64, "design": pl.String, "ci_low": pl.Float64,
-    "ci_high": pl.Float64, "iqm": pl.Float64, "difference": pl.Float64, "se_difference": pl.Float64,
+    "ci_high": pl.Float64, "iqm": pl.Float64, "iqm_low": pl.Float64, "iqm_high": pl.Float64,
+    "difference": pl.Float64, "se_difference": pl.Float64,
     "sigma": pl.Float64, "diff_df": pl.Float64, "diff_design": pl.String, "diff_ci_low": pl.Float64,
     "diff_ci_high": pl.Float64, "mde": pl.Float64, "tost_p": pl.Float64, "verdict": pl.String,
     "seeds_to_decide": pl.Int64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "rank": pl.Int64,
@@ -131,8 +132,7 @@ def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outc
         if est is not None:
             low, high = est.interval()
             row |= {"seeds": est.seeds, "instances": est.instances, "mean": est.mean, "se": est.se, "df": est.df,
-                    "design": est.design, "ci_low": low, "ci_high": high, "iqm": stats.iqm(list(arm.seeds.values()))
-                    if arm.seeds else None}
+                    "design": est.design, "ci_low": low, "ci_high": high, **_iqm(list(arm.seeds.values()))}
         if variant != baseline:
             row |= _against(arm, by_arm[baseline], levels, horizon.get(variant), horizon.get(baseline))
         rows.append(row)
@@ -140,6 +140,14 @@ def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outc
     for row in rows:
         row["rank"] = ranks.get(row["variant"])
     return pl.DataFrame(rows, schema=VARIANT_SCHEMA)
+
+
+def _iqm(values: list[float]) -> dict[str, float | None]:
+    """The interquartile mean over seeds and its 95% percentile bootstrap interval (rliable's reading)."""
+    if not values:
+        return {"iqm": None, "iqm_low": None, "iqm_high": None}
+    low, high = stats.bootstrap_ci(values, "iqm")
+    return {"iqm": stats.iqm(values), "iqm_low": low, "iqm_high": high}
 
 
 def _counts(sweep: SweepRuns, evaluation: str) -> dict[str, dict[str, int]]:
@@ -207,7 +215,7 @@ def speed_table(sweep: SweepRuns, baseline: str | None, levels: Levels, threshol
     if not curved:
         return None
     sub = _only(sweep, curved)
-    statistics: tuple[tuple[str, outcomes.Statistic], ...] = (("compacted", "auc"),)
+    statistics: tuple[tuple[str, outcomes.Statistic], ...] = (("compacted", "auc"), ("compacted", "gain"))
     if threshold is not None:
         statistics += (("compacted", "steps_to"),)
     return variant_table(sub, baseline if baseline in curved else curved[0], levels, statistics, threshold)

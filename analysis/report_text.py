@@ -49,6 +49,10 @@ def _interval(low: float | None, high: float | None, fmt: str = ".1f") -> str:
     return "n/a" if low is None or high is None else f"[{format(low, fmt)}, {format(high, fmt)}]"
 
 
+def _iqm_interval(r: dict[str, Any]) -> str:
+    return "" if r.get("iqm_low") is None else " " + _interval(r["iqm_low"], r["iqm_high"])
+
+
 def _seeds(r: dict[str, Any]) -> str:
     extra = [f"{r[k]} {k}" for k in ("missing", "unfinished") if r.get(k)]
     return str(r["seeds"]) + (f" ({', '.join(extra)})" if extra else "")
@@ -66,14 +70,14 @@ def verdict_cell(r: dict[str, Any]) -> str:
     return "undecided" + (f": {need} seeds to decide" if need else ": more seeds do not decide it")
 
 
-HEADERS = ["Rank", "Variant", "H", "Seeds", "Mean ± SE", "95% CI", "IQM", "Diff ± SE", "Diff 95% CI", "SE from",
-           "MDE", "Verdict", "Like-for-like"]
+HEADERS = ["Rank", "Variant", "H", "Seeds", "Mean ± SE", "95% CI", "IQM [95% bootstrap]", "Diff ± SE",
+           "Diff 95% CI", "SE from", "MDE", "Verdict", "Like-for-like"]
 
 
 def _row(r: dict[str, Any]) -> list[str]:
     own = [_num(r["rank"], "d"), r["variant"] + (" (baseline)" if r["variant"] == r["baseline"] else ""),
            _num(r["horizon"], "g"), _seeds(r), _pm(r["mean"], r["se"]), _interval(r["ci_low"], r["ci_high"]),
-           _num(r["iqm"], ".1f")]
+           _num(r["iqm"], ".1f") + _iqm_interval(r)]
     if r["variant"] == r["baseline"]:
         return [*own, "-", "-", SE_FROM.get(r["design"] or "", "n/a"), "-", "baseline", "-"]
     return [*own, _pm(r["difference"], r["se_difference"], "+.1f"),
@@ -104,7 +108,8 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | 
         parts.append(variant_section(rows, f"{name.replace('_', '-')} success (`{key}`, final evaluation)", "points"))
     if speed is not None:
         titles = {"auc": ("learning speed: area under the compacted evaluation curve", "points"),
-                  "steps_to": ("learning speed: RL steps to the threshold (compacted)", "steps")}
+                  "steps_to": ("learning speed: RL steps to the threshold (compacted)", "steps"),
+                  "gain": ("learning gain: the last compacted evaluation minus step 0's, same instances", "points")}
         for statistic, (title, unit) in titles.items():
             rows = speed.filter(pl.col("statistic") == statistic)
             if rows.height:

@@ -53,3 +53,37 @@ def test_episode_outcomes_per_instance() -> None:
     assert outcomes.episode_outcomes(e, "compacted", "steps_to") is None
     with pytest.raises(ConfigError, match="auc"):
         outcomes.episode_outcomes(e.filter(pl.col("step") == 4), "compacted", "auc")
+
+
+def test_gain_by_hand_per_run_and_per_instance() -> None:
+    h = _history()  # a: 20 -> 60, b: 20 -> 30
+    gain = dict(outcomes.run_outcomes(h, "eval/compacted/success", "gain").select("run_id", "value").iter_rows())
+    assert gain == pytest.approx({"a": 40.0, "b": 10.0})
+    e = pl.DataFrame({  # instance 3 is evaluated only at the end: no step-0 value to pair it with
+        "run_id": ["a"] * 7, "step": [0, 0, 2, 2, 4, 4, 4], "evaluation": ["compacted"] * 7,
+        "instance": [1, 2, 1, 2, 1, 2, 3], "success": [0, 1, 1, 1, 1, 0, 1],
+    })
+    per = outcomes.episode_outcomes(e, "compacted", "gain")
+    assert per is not None and per.rows() == [("a", 1, 100.0), ("a", 2, -100.0)]
+
+
+def test_gain_mean_over_paired_instances_equals_the_curve_difference() -> None:
+    """Property: on instances evaluated at both ends, the mean per-instance gain is the difference of the
+    two evaluations' means (what run_outcomes reads off the logged curve)."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(2, 30))
+        y0, y1 = rng.integers(0, 2, n), rng.integers(0, 2, n)
+        e = pl.DataFrame({"run_id": ["r"] * 2 * n, "step": [0] * n + [7] * n, "evaluation": ["compacted"] * 2 * n,
+                          "instance": list(range(n)) * 2, "success": [*y0, *y1]})
+        per = outcomes.episode_outcomes(e, "compacted", "gain")
+        assert per is not None
+        assert per.get_column("value").mean() == pytest.approx(100.0 * (y1.mean() - y0.mean()))
+
+
+def test_gain_of_one_evaluation_is_refused() -> None:
+    one = _history().filter(pl.col("step") == 4)
+    with pytest.raises(ConfigError, match=r"`statistic='gain'` is invalid.*has 1"):
+        outcomes.run_outcomes(one, "eval/compacted/success", "gain")
