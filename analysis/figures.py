@@ -69,12 +69,14 @@ def _line_with_band(ax: Any, curve: pl.DataFrame, label: str) -> None:
 
 
 def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
-    """Held-out success over training per variant, mean over seeds with an SE band, both evaluations."""
+    """Held-out success over training per variant, mean over seeds with an SE band, one panel per evaluation
+    the runs played (a sweep with ``eval.single_window = false`` gets one)."""
     assert sweep.history is not None
     curves = {name: over_steps(sweep.history, key, 100.0) for name, key in EVALUATIONS.items()}
-    if all(c.height == 0 for c in curves.values()):
+    curves = {name: c for name, c in curves.items() if c.height}
+    if not curves:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves) + 1, 4), sharey=True, squeeze=False)
     for ax, (name, curve) in zip(axes[0], curves.items(), strict=True):
         for variant in sweep.variants:
             c = curve.filter(pl.col("variant") == variant)
