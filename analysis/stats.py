@@ -194,8 +194,14 @@ def iqm(values: npt.ArrayLike) -> float:
     x = np.sort(np.asarray(values, dtype=np.float64))
     if x.ndim != 1 or x.size == 0:
         raise ValueError(f"`values={values!r}` is invalid; choose a non-empty 1-D array")
-    cut = int(0.25 * x.size)
-    return float(x[cut : x.size - cut].mean())
+    return float(_trimmed_means(x[None, :])[0])
+
+
+def _trimmed_means(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The interquartile mean of each row of ``rows`` (each row sorted ascending)."""
+    cut = int(0.25 * rows.shape[1])
+    means: npt.NDArray[np.float64] = rows[:, cut : rows.shape[1] - cut].mean(axis=1)
+    return means
 
 
 def bootstrap_ci(
@@ -233,8 +239,7 @@ def bootstrap_ci(
     if statistic == "mean":
         stats_ = resampled.mean(axis=1)
     elif statistic == "iqm":
-        cut = int(0.25 * x.size)
-        stats_ = resampled[:, cut : x.size - cut].mean(axis=1)
+        stats_ = _trimmed_means(resampled)
     else:
         raise ValueError(f"`statistic={statistic!r}` is invalid; choose 'mean' or 'iqm'")
     tail = (1 - level) / 2

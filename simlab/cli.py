@@ -179,7 +179,7 @@ def inspect(
     agent: str = typer.Option("scripted", help="Reference agent: oracle, scripted or random."),
     episodes: int = typer.Option(512, help="Rollouts to run."),
     batch: int = typer.Option(256, help="Environments per batch."),
-    quality: float = typer.Option(0.7, help="Summary quality q of the scripted agent, in [0, 1]."),
+    quality: Optional[float] = typer.Option(None, help="Scripted agent's summary quality q, in [0, 1]."),  # noqa: UP045
     seed: int = typer.Option(0, help="Seed of the first instance."),
     group_size: int = typer.Option(
         8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
@@ -230,10 +230,10 @@ def inspect(
         bar.close()
     if as_json:
         typer.echo(json.dumps(_json_safe(stats), indent=2))
-    else:
-        who = f"checkpoint={checkpoint}" if checkpoint is not None else (
-            f"agent={agent}" + (f" q={quality}" if agent == "scripted" else ""))
-        _print_inspection(stats, f"{task} | {who} | trigger={stats['trigger']}")
+        return
+    who = f"checkpoint={checkpoint}" if checkpoint is not None else (
+        f"agent={agent}" + (f" q={stats['quality']}" if agent == "scripted" else ""))
+    _print_inspection(stats, f"{task} | {who} | trigger={stats['trigger']}")
 
 
 def _print_inspection(stats: dict[str, Any], title: str) -> None:

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from simlab.credit import BASELINES, COSTS, ESTIMATORS, LAMBDA_READINGS, NORMALISERS, ROW_WEIGHTS, estimator_family
 from simlab.errors import ConfigError
-from simlab.harness.agents import AGENTS
+from simlab.harness.agents import AGENTS, SCRIPTED_QUALITY
 from simlab.harness.config import THRESHOLD_DRAWS, HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
@@ -241,7 +241,7 @@ class BaseConfig(Section):
 
     teacher: Annotated[str, NameIn(lambda: AGENTS)] = "scripted"
     """Reference agent to clone (``scripted`` at quality q gives an imperfect summariser)."""
-    quality: Unit = 0.7
+    quality: Unit = SCRIPTED_QUALITY
     """Summary quality q of the scripted teacher, in [0, 1]."""
     steps: Annotated[int, IntIn(0)] = 200
     """Behaviour-cloning steps (0: start RL from a random policy)."""

@@ -110,11 +110,16 @@ class RandomAgent:
         return Generation(tokens=out.astype(np.int64))
 
 
+SCRIPTED_QUALITY = 0.7
+"""The scripted agent's default summary quality q: the share of summaries that keep what matters (an
+imperfect teacher and summariser; the oracle's is 1)."""
+
+
 def _oracle(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
     return SolverAgent(env, seed=seed, quality=1.0, oracle=True)
 
 
-def _scripted(env: Any, *, seed: int = 0, quality: float = 0.7) -> Agent:
+def _scripted(env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:
     return SolverAgent(env, seed=seed, quality=quality)
 
 
@@ -127,7 +132,7 @@ AGENTS.add("scripted", _scripted)
 AGENTS.add("random", _random)
 
 
-def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = 0.7) -> Agent:
+def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:
     """Build the registered agent ``name``; unknown names list the valid ones."""
     if not (isinstance(quality, (int, float)) and not isinstance(quality, bool) and 0.0 <= quality <= 1.0):
         raise ConfigError.invalid("agent.quality", quality, "choose a value in [0, 1]")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.harness.agents import make_agent
+from simlab.harness.agents import SCRIPTED_QUALITY, make_agent
 from simlab.harness.config import HarnessConfig, check_window
 from simlab.harness.phases import phase_masks
 from simlab.harness.protocol import (
@@ -367,7 +367,7 @@ def run_rollouts(
     seed: int = 0,
     group_size: int = 1,
     summariser: Agent | None = None,
-    quality: float = 0.7,
+    quality: float = SCRIPTED_QUALITY,
     progress: Callable[[int], None] | None = None,
     fracs: Sequence[float] | FloatArray | None = None,
 ) -> RolloutBatch:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from simlab.errors import ConfigError
+from simlab.harness.agents import SCRIPTED_QUALITY
 from simlab.harness.loop import RolloutBatch
 from simlab.harness.protocol import Agent
 
@@ -157,7 +158,7 @@ def inspect_preset(
     episodes: int = 512,
     batch: int = 256,
     seed: int = 0,
-    quality: float = 0.7,
+    quality: float | None = None,
     group_size: int = 8,
     harness: dict[str, Any] | None = None,
     task: dict[str, Any] | None = None,
@@ -170,8 +171,8 @@ def inspect_preset(
     another with disjoint seeds; each batch plays prompts in groups of ``group_size`` rollouts (GRPO's
     G), so the within-group statistics see what a group-relative estimator would. ``episodes`` and
     ``batch`` must be multiples of ``group_size``. ``agent_factory`` plays instead of the reference agent
-    ``agent`` (then only a label), e.g. a trained policy (``simlab inspect --checkpoint``).
-    """
+    ``agent`` (then only a label), e.g. a trained policy (``simlab inspect --checkpoint``). ``quality=None``:
+    the scripted agent's default."""
     import gymnasium
 
     from simlab import tasks  # noqa: F401  (registers the envs)
@@ -181,7 +182,7 @@ def inspect_preset(
     from simlab.schema import BATCH_MAX, COUNT_MAX, IntIn, check_value, seed_rule
     from simlab.tasks.presets import get_preset
 
-    p = get_preset(preset, "task")
+    p, quality = get_preset(preset, "task"), SCRIPTED_QUALITY if quality is None else quality
     if agent_factory is None:
         AGENTS.canonical(agent, "agent")
     check_value("group_size", group_size, IntIn(1, BATCH_MAX))
