@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from simlab.credit import ESTIMATORS, NORMALISERS, SegmentBatch, advantages, health, loss_weights
+from simlab.credit import NORMALISERS, SegmentBatch, advantages, estimators_of, health, loss_weights
 
 REWARDS = [0.0, 0.0, 1.0, 1.0]
 SEG_TOKENS = [[900], [700, 200, 650, 150], [850], [600, 180, 720, 160]]
@@ -57,7 +57,7 @@ def block2() -> None:
 
     print("\n== 3. the boundary discount: one rollout, segments", segs, "gamma=1, lam=0.97")
     true_coef = flat("gae_concat", 1.0) - flat("gae_concat", 0.0)
-    for name in [n for n in ESTIMATORS if n.startswith("gae")]:
+    for name in estimators_of("gae"):
         coef = flat(name, 1.0) - flat(name, 0.0)
         resid = np.abs(flat(name, 0.0)[: bounds[-2]] - flat("gae_concat", 0.0)[: bounds[-2]]).max()
         print(

@@ -13,6 +13,7 @@ from simlab.credit.estimators import (
     advantages,
     estimate,
     estimator_family,
+    estimators_of,
     value_targets,
     whiten,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "counted_tokens",
     "estimate",
     "estimator_family",
+    "estimators_of",
     "health",
     "loss_weights",
     "row_weights",

@@ -46,6 +46,15 @@ class Estimate:
 
 Estimator = Callable[..., Estimate]
 ESTIMATORS: Registry[Estimator] = Registry("estimator")
+FAMILIES: dict[str, str] = {}
+"""Canonical estimator name -> its family: ``gae`` (reads critic values) or ``group`` (group statistics)."""
+
+
+def _estimator(name: str, family: str) -> Callable[[Estimator], Estimator]:
+    """Register an estimator under ``name`` with its family (:data:`FAMILIES`)."""
+    FAMILIES[name] = family
+    return ESTIMATORS.register(name)
+
 
 Baseline = Callable[[SegmentBatch], BoolArray]
 """(batch) -> (R,) the rollouts that enter their group's mean and std."""
@@ -99,7 +108,7 @@ def _baseline_weight(batch: SegmentBatch, baseline: str) -> FloatArray:
     return BASELINES.get(baseline, "baseline")(batch).astype(np.float64)
 
 
-@ESTIMATORS.register("rollout_group")
+@_estimator("rollout_group", "group")
 def rollout_group(
     batch: SegmentBatch,
     *,
@@ -127,7 +136,7 @@ def rollout_group(
     return Estimate(batch.broadcast(batch.per_row(adv)))
 
 
-@ESTIMATORS.register("trajectory_group")
+@_estimator("trajectory_group", "group")
 def trajectory_group(
     batch: SegmentBatch,
     *,
@@ -168,7 +177,7 @@ def _gae(
     return adv, values, gl
 
 
-@ESTIMATORS.register("gae_concat")
+@_estimator("gae_concat", "gae")
 def gae_concat(
     batch: SegmentBatch,
     *,
@@ -192,7 +201,7 @@ def gae_concat(
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
-@ESTIMATORS.register("gae_segment_local")
+@_estimator("gae_segment_local", "gae")
 def gae_segment_local(
     batch: SegmentBatch,
     *,
@@ -215,7 +224,7 @@ def gae_segment_local(
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
-@ESTIMATORS.register("gae_compaction")
+@_estimator("gae_compaction", "gae")
 def gae_compaction(
     batch: SegmentBatch,
     *,
@@ -268,14 +277,19 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
     if est.value_targets is None:
         raise ValueError(
             f"estimator {name!r} produces no value targets; use one of "
-            f"{[n for n in ESTIMATORS.names() if n.startswith('gae')]}"
+            f"{estimators_of('gae')}"
         )
     return est.value_targets
 
 
 def estimator_family(name: str) -> str:
     """The family of an estimator: ``gae`` when it needs critic values, ``group`` otherwise."""
-    return "gae" if ESTIMATORS.canonical(name).startswith("gae") else "group"
+    return FAMILIES[ESTIMATORS.canonical(name)]
+
+
+def estimators_of(family: str) -> list[str]:
+    """The registered estimators of ``family`` (``gae`` or ``group``), in registration order."""
+    return [n for n in ESTIMATORS.names() if FAMILIES[n] == family]
 
 
 def whiten(adv: FloatArray, mask: np.ndarray, *, shift_mean: bool = True, eps: float = 1e-8) -> FloatArray:

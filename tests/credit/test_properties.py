@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simlab import SegmentBatch, advantages, loss_weights, value_targets
-from simlab.credit import ESTIMATORS, NORMALISERS, reference
+from simlab.credit import ESTIMATORS, NORMALISERS, estimator_family, reference
 
 from .strategies import batches, rollouts
 
@@ -25,7 +25,7 @@ def lam_options(lam):
 
 
 def options(name: str, lam=0.95) -> dict:
-    return {"gamma": 0.99, **lam_options(lam)} if name.startswith("gae") else {}
+    return {"gamma": 0.99, **lam_options(lam)} if estimator_family(name) == "gae" else {}
 
 
 # ---------------------------------------------------------------- twins: vectorised == plain loop
