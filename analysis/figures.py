@@ -40,6 +40,10 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+CROWDED = 5
+"""More variants than this and a curve figure's legend goes beside the plot instead of on it."""
+
+
 def _legend(ax: Any, **kwargs: Any) -> None:
     """A legend only where something carries a label (matplotlib warns on an empty one)."""
     if ax.get_legend_handles_labels()[0]:
@@ -86,7 +90,10 @@ def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("held-out success (points)")
-    _legend(axes[0][0], fontsize="x-small")
+    if len(sweep.variants) > CROWDED:  # outside the plot, where it hides no curve
+        _legend(axes[0][-1], fontsize="x-small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+    else:
+        _legend(axes[0][0], fontsize="x-small")
     return _save(fig, path)
 
 

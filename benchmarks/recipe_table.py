@@ -1,0 +1,138 @@
+"""The recipe comparison's per-recipe learning table (issue 22), from the `recipes` sweep's exports.
+
+Per recipe, over its seeds (each its own base model and held-out set): compacted success of the base model
+(the step-0 evaluation, on the curve's held-out subset) and after RL (the last evaluation, the whole set),
+the learning gain (last minus step 0 on the instances evaluated at both, mean ± SE over seeds), how many
+seeds learned (a seed learns when its own gain is at least +10 points and 3 SEs of its paired instance
+differences: issue 22's bar), the final overlong rate and segments per episode, tokens per episode, and
+the RL compute time per run (rollouts plus updates, evaluations excluded).
+
+    python benchmarks/recipe_table.py --export    # write analysis/findings/recipes.* from the live store first
+    python benchmarks/recipe_table.py             # print the table (Markdown) from the committed exports
+    python benchmarks/recipe_table.py --cost-figure docs/img/recipes/cost.png   # and draw cost against outcome
+
+``--also EXPERIMENT`` adds a follow-up sweep's recipes (its exports, or the store with ``--export``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import polars as pl
+
+from simlab.analysis.findings_data import SpecData, live_data, read_export, write_export
+from simlab.analysis.outcomes import episode_outcomes
+
+EXPERIMENT = "recipes"
+LEARNED_POINTS, LEARNED_SE = 10.0, 3.0
+"""Issue 22's bar for one seed: a gain of at least +10 points at 3 or more SEs."""
+
+
+def seed_gains(data: SpecData) -> pl.DataFrame:
+    """variant, seed, gain, se: each run's mean paired gain (points) and its SE over held-out instances."""
+    assert data.episodes is not None, "the export has no per-episode outcomes"
+    per = episode_outcomes(data.episodes, "compacted", "gain")
+    assert per is not None
+    by_run = per.group_by("run_id").agg(pl.col("value").mean().alias("gain"),
+                                        (pl.col("value").std() / pl.col("value").count().sqrt()).alias("se"))
+    return by_run.join(data.runs.select("run_id", "variant", "seed"), on="run_id").drop("run_id")
+
+
+def _metric(data: SpecData, column: str) -> pl.DataFrame:
+    return data.runs.select("variant", "seed", pl.col(column).alias("value"))
+
+
+def table(data: SpecData) -> pl.DataFrame:
+    """One row per recipe (see the module docstring)."""
+    assert data.history is not None, "the export has no histories"
+    h = data.history
+    steps = h.filter(pl.col("key") == "eval/compacted/success")
+    base = steps.filter(pl.col("step") == pl.col("step").min().over("run_id")).select("run_id", "value")
+    compute = h.filter(pl.col("key").is_in(["perf/rollout_s", "perf/update_s"])).group_by("run_id").agg(
+        pl.col("value").sum().alias("rl_s"))
+    runs = data.runs.join(base.rename({"value": "base"}), on="run_id").join(compute, on="run_id", how="left")
+    gains = seed_gains(data).with_columns(
+        ((pl.col("gain") >= LEARNED_POINTS) & (pl.col("gain") >= LEARNED_SE * pl.col("se"))).alias("learned"))
+    per_seed = runs.join(gains, on=("variant", "seed"))
+    return per_seed.group_by("variant").agg(
+        pl.len().alias("seeds"),
+        (100 * pl.col("base").mean()).alias("base"),
+        (100 * pl.col("final:eval/compacted/success").mean()).alias("final"),
+        pl.col("gain").mean().alias("gain"),
+        (pl.col("gain").std() / pl.len().sqrt()).alias("gain_se"),
+        pl.col("learned").sum().alias("learned"),
+        (100 * pl.col("final:eval/compacted/overlong_rate").mean()).alias("overlong"),
+        pl.col("final:eval/compacted/segments_mean").mean().alias("segments"),
+        pl.col("final:eval/compacted/tokens_per_episode").mean().alias("tokens"),
+        pl.col("rl_s").mean().alias("rl_s"),
+    ).sort("gain", descending=True)
+
+
+def markdown(t: pl.DataFrame) -> str:
+    """The table as the docs print it."""
+    head = ("| recipe | seeds | base (step 0) | after RL | gain ± SE | seeds that learned | overlong (%) | "
+            "segments | tokens / episode | RL compute per run (s) |")
+    lines = [head, "|" + "---|" * 10]
+    for r in t.iter_rows(named=True):
+        se = "n/a" if r["gain_se"] is None or math.isnan(r["gain_se"]) else f"{r['gain_se']:.1f}"
+        lines.append(f"| {r['variant'].removeprefix('variant=')} | {r['seeds']} | {r['base']:.1f} | {r['final']:.1f} | "
+                     f"{r['gain']:+.1f} ± {se} | {r['learned']} of {r['seeds']} | {r['overlong']:.1f} | "
+                     f"{r['segments']:.2f} | {r['tokens']:.0f} | {r['rl_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def cost_figure(t: pl.DataFrame, path: Path) -> Path:
+    """Tokens per episode (x) against final compacted success (y), one labelled point per recipe."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    spots: dict[tuple[int, int], list[str]] = {}  # recipes at the same spot share one point and one label
+    for r in t.iter_rows(named=True):
+        spots.setdefault((round(r["tokens"] / 4), round(r["final"])), []).append(r["variant"].removeprefix("variant="))
+    for (x4, y), names in spots.items():
+        ax.scatter(4 * x4, y, s=30)
+        ax.annotate(", ".join(names), (4 * x4, y), fontsize="x-small", xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("tokens the policy processed per episode (final evaluation, mean over seeds)")
+    ax.set_ylabel("final compacted success (points)")
+    ax.set_title("what each recipe costs and what it reaches (keyrecall-mini, seeds 20-27)", fontsize="medium")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _data(experiment: str, export: bool) -> SpecData:
+    """A sweep's exports, written from the live store first when ``export``."""
+    if export:
+        live = live_data(experiment, lambda _key: True)
+        if live is None:
+            raise SystemExit(f"error: no finished runs of {experiment!r} in the store; run its sweep first")
+        for path in write_export(experiment, live):
+            print(f"exported {path}")
+    data = read_export(experiment)
+    if data is None:
+        raise SystemExit(f"error: no exports of {experiment!r}; run with --export after its sweep")
+    return data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", action="store_true", help="write the exports from the live store first")
+    parser.add_argument("--also", nargs="*", default=[], help="follow-up sweeps whose recipes join the table")
+    parser.add_argument("--cost-figure", type=Path, help="draw tokens per episode against success here")
+    args = parser.parse_args()
+    t = pl.concat([table(_data(name, args.export)) for name in (EXPERIMENT, *args.also)]).sort(
+        "gain", descending=True)
+    print(markdown(t))
+    if args.cost_figure is not None:
+        print(f"figure {cost_figure(t, args.cost_figure)}")
+
+
+if __name__ == "__main__":
+    main()
