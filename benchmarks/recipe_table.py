@@ -123,11 +123,12 @@ def _data(experiment: str, export: bool) -> SpecData:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", default=EXPERIMENT, help="the sweep to read (default: recipes)")
     parser.add_argument("--export", action="store_true", help="write the exports from the live store first")
     parser.add_argument("--also", nargs="*", default=[], help="follow-up sweeps whose recipes join the table")
     parser.add_argument("--cost-figure", type=Path, help="draw tokens per episode against success here")
     args = parser.parse_args()
-    t = pl.concat([table(_data(name, args.export)) for name in (EXPERIMENT, *args.also)]).sort(
+    t = pl.concat([table(_data(name, args.export)) for name in (args.experiment, *args.also)]).sort(
         "gain", descending=True)
     print(markdown(t))
     if args.cost_figure is not None:
