@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from simlab.config import resolve
 from simlab.sinks import JsonlSink, read_metrics
 from simlab.train import train
@@ -24,6 +26,7 @@ LEARN = {
     "eval": {"every": 10, "episodes": 256, "single_window": False},
 }
 
+@pytest.mark.slow
 def test_rl_raises_compacted_success_above_the_base_model(tmp_path):
     cfg = resolve(LEARN)
     sink = JsonlSink(tmp_path / "run")
