@@ -5,7 +5,7 @@ The translation keeps ratios rather than absolute numbers: a 64K working window 
 W; a threshold at 0.95 of the window stays 0.95; CompactionRL's budget trigger (10,240 of 64K, 16%)
 becomes ``t_comp = W/6``; a response cap of 10,240 tokens (1/6 of the window) becomes ``W/6`` tokens
 for the length-adaptive lambda. Group sizes, clip ranges and update counts are kept as published.
-The README's "Recipes" table documents every mapping.
+docs/training.md's "Recipes: paper settings and their synthetic translation" documents every mapping.
 """
 
 from __future__ import annotations

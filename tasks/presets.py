@@ -52,7 +52,7 @@ def _peekread(name: str, payoff: float, base_steps: int, about: str) -> Preset:
     A skimmer's whole episode fits under L (one segment), a reader's takes three; the fact opens the
     first observation. Behaviour cloning needs 300 steps to copy the fact when only reads show it
     (``read_payoff`` = 1: half the demonstrations never see it) and 120 otherwise, which puts every base
-    model between 0.35 and 0.75 (README, "Task presets").
+    model between 0.35 and 0.75 (docs/tasks-and-harness.md, "Task presets and their calibration").
     """
     return Preset(
         name, _PR,
@@ -140,15 +140,15 @@ PRESETS: dict[str, Preset] = {
                KeyRecallConfig(num_facts=1, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
                                fact_frac=0.25),
                # CompactionRL's geometry (k = 2 tail steps, S = 3, T_comp = W / 6) does not fit W = 32:
-               # every one of its rollouts is overlong there; it needs W >= 64 (README, "Policy and training")
+               # every one of its rollouts is overlong there; it needs W >= 64 (docs/training.md, "Demo")
                dict(window=32, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
                "the demo preset: 1 fact in the first 2 steps, a 1-pair summary, 2-3 compactions",
                # 80 behaviour-cloning steps give a summariser that keeps the fact part of the time:
-               # competent but imperfect, the start RL needs (README, "Policy and training")
+               # competent but imperfect, the start RL needs (docs/training.md, "The demo preset")
                policy=dict(n_layer=2, n_head=4, d_model=64),
                base=dict(steps=80, episodes=64, lr=1e-3),
                # lr 3e-3 undoes the base model within a few steps; 6e-4 with 256 rollouts per step
-               # improves it (README, "Policy and training")
+               # improves it (docs/training.md, "The demo preset")
                train=dict(lr=6e-4, prompts=32, steps=40)),
         Preset("keyrecall-duo", _KR,
                KeyRecallConfig(num_facts=2, horizon=(8, 10), vocab_size=24, obs_tokens=(3, 5), hard_frac=0.0,
