@@ -44,8 +44,10 @@ def _two_evaluations(count: int, statistic: str = "gain") -> None:
 def auc(steps: npt.ArrayLike, values: npt.ArrayLike) -> float:
     """The trapezoidal area under ``values`` over ``steps`` divided by the step range (a mean level)."""
     t, y = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
-    if t.size < 2 or t[-1] <= t[0]:
-        _two_evaluations(min(t.size, 1), "auc")
+    _two_evaluations(t.size, "auc")
+    if t[-1] <= t[0]:
+        raise ConfigError.invalid("statistic", "auc", f"an area needs evaluations at two different steps, and "
+                                  f"this run's are all at step {t[0]:g}; choose 'final'")
     return float(np.sum(np.diff(t) * (y[1:] + y[:-1]) / 2) / (t[-1] - t[0]))
 
 

@@ -70,6 +70,9 @@ def arms(sweep: SweepRuns, evaluation: str, statistic: outcomes.Statistic = "fin
         got = outcomes.episode_outcomes(sweep.episodes, evaluation, statistic)
         if got is not None and got.height:
             per_episode = got.join(runs.select("run_id", "variant", "seed"), on="run_id")
+            if statistic == "gain":  # each run's gain over the instances paired at both ends, not the curve's
+                paired = got.group_by("run_id").agg(pl.col("value").mean())
+                per_run = per_run.drop("value").join(paired, on="run_id")
     out = {}
     for variant in sweep.variants:
         mine = per_run.filter(pl.col("variant") == variant)
@@ -144,6 +147,7 @@ def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outc
 
 def _iqm(values: list[float]) -> dict[str, float | None]:
     """The interquartile mean over seeds and its 95% percentile bootstrap interval (rliable's reading)."""
+    values = [v for v in values if v is not None and math.isfinite(v)]
     if not values:
         return {"iqm": None, "iqm_low": None, "iqm_high": None}
     low, high = stats.bootstrap_ci(values, "iqm")

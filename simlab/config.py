@@ -25,7 +25,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from simlab.credit import BASELINES, COSTS, ESTIMATORS, LAMBDA_READINGS, NORMALISERS, ROW_WEIGHTS, estimator_family
+from simlab.credit import (
+    BASELINES,
+    COSTS,
+    ESTIMATORS,
+    LAMBDA_READINGS,
+    NORMALISERS,
+    ROW_WEIGHTS,
+    estimator_family,
+    estimators_of,
+)
 from simlab.errors import ConfigError
 from simlab.harness.agents import AGENTS, SCRIPTED_QUALITY
 from simlab.harness.config import THRESHOLD_DRAWS, HarnessConfig, window_need
@@ -200,7 +209,7 @@ class TrainConfig(Section):
         """The algorithm, estimator, critic and lambda reading must go together."""
         if self.algorithm != "auto" and (self.algorithm == "grpo") != (estimator_family(self.estimator) == "group"):
             family = "group" if self.algorithm == "grpo" else "gae"
-            names = [n for n in ESTIMATORS.names() if estimator_family(n) == family]
+            names = estimators_of(family)
             raise self.invalid("estimator", f"it does not go with algorithm={self.algorithm!r}; choose a "
                                f"{'group' if family == 'group' else 'GAE'} estimator: {names}")
         if isinstance(self.lam, str):

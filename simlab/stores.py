@@ -298,7 +298,12 @@ def check_sqlite(db: Path, uri: str, option: str) -> None:
     try:
         with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
             conn.execute("PRAGMA schema_version").fetchone()
-    except sqlite3.Error as exc:
+    except sqlite3.OperationalError as exc:  # locked past the timeout, unreadable: a database, not usable now
+        raise StoreError(
+            f"`{option}={shown(uri)!r}`: cannot read {db} ({exc}); check its permissions, or wait for the "
+            "process that holds it"
+        ) from None
+    except sqlite3.DatabaseError as exc:
         raise StoreError(
             f"`{option}={shown(uri)!r}`: {db} is not an SQLite database ({exc}); give the mlflow.db a sweep "
             "wrote, or leave --tracking-uri out to use the local store"

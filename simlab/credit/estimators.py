@@ -50,7 +50,7 @@ FAMILIES: dict[str, str] = {}
 """Canonical estimator name -> its family: ``gae`` (reads critic values) or ``group`` (group statistics)."""
 
 
-def _estimator(name: str, family: str) -> Callable[[Estimator], Estimator]:
+def register_estimator(name: str, family: str) -> Callable[[Estimator], Estimator]:
     """Register an estimator under ``name`` with its family (:data:`FAMILIES`)."""
     FAMILIES[name] = family
     return ESTIMATORS.register(name)
@@ -108,7 +108,7 @@ def _baseline_weight(batch: SegmentBatch, baseline: str) -> FloatArray:
     return BASELINES.get(baseline, "baseline")(batch).astype(np.float64)
 
 
-@_estimator("rollout_group", "group")
+@register_estimator("rollout_group", "group")
 def rollout_group(
     batch: SegmentBatch,
     *,
@@ -136,7 +136,7 @@ def rollout_group(
     return Estimate(batch.broadcast(batch.per_row(adv)))
 
 
-@_estimator("trajectory_group", "group")
+@register_estimator("trajectory_group", "group")
 def trajectory_group(
     batch: SegmentBatch,
     *,
@@ -177,7 +177,7 @@ def _gae(
     return adv, values, gl
 
 
-@_estimator("gae_concat", "gae")
+@register_estimator("gae_concat", "gae")
 def gae_concat(
     batch: SegmentBatch,
     *,
@@ -201,7 +201,7 @@ def gae_concat(
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
-@_estimator("gae_segment_local", "gae")
+@register_estimator("gae_segment_local", "gae")
 def gae_segment_local(
     batch: SegmentBatch,
     *,
@@ -224,7 +224,7 @@ def gae_segment_local(
     return Estimate(adv, kernels.add_rows(adv, values, batch.seg_tokens), family="gae")
 
 
-@_estimator("gae_compaction", "gae")
+@register_estimator("gae_compaction", "gae")
 def gae_compaction(
     batch: SegmentBatch,
     *,
@@ -284,12 +284,16 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
 
 def estimator_family(name: str) -> str:
     """The family of an estimator: ``gae`` when it needs critic values, ``group`` otherwise."""
-    return FAMILIES[ESTIMATORS.canonical(name)]
+    name = ESTIMATORS.canonical(name)
+    if name not in FAMILIES:
+        raise ValueError(f"estimator {name!r} was registered without a family; register it with "
+                         "simlab.credit.estimators.register_estimator(name, 'group' | 'gae')")
+    return FAMILIES[name]
 
 
 def estimators_of(family: str) -> list[str]:
     """The registered estimators of ``family`` (``gae`` or ``group``), in registration order."""
-    return [n for n in ESTIMATORS.names() if FAMILIES[n] == family]
+    return [n for n in ESTIMATORS.names() if FAMILIES.get(n) == family]
 
 
 def whiten(adv: FloatArray, mask: np.ndarray, *, shift_mean: bool = True, eps: float = 1e-8) -> FloatArray:

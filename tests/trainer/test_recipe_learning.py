@@ -13,11 +13,11 @@ seed's own base model and held-out set (``base.seed = eval.seed = "run"``, as a 
 Seed and margin from the measured spread (``sweeps/recipes-learning.toml`` and ``-ppo.toml``, seeds 20-27,
 512 paired instances each): autocompact gained +13 to +36 points per seed (4.3 to 12.8 SE), memagent +15
 to +35 (6.2 to 15.1 SE), compactionrl +8 to +35 (4.2 to 15.9 SE). Here the evaluation plays 256 instances,
-so the SE is about 1.4x larger and the weakest measured seed of each would still clear 2 SE (about 3 SE).
-The SE asserted on is the unpaired binomial one (larger than the paired SE quoted above). Measured here
-with seed 20: autocompact 0.652 -> 0.836 (4.9 SE), memagent 0.543 -> 0.852 (8.1 SE); compactionrl with seed
-20 gained 0.371 -> 0.453 (1.9 SE: its weakest seeds do not clear an unpaired 2 SE on 256 instances), so its
-test runs seed 22, whose measured gain was +18 (7.9 paired SE) in the campaign: here 0.316 -> 0.496 (4.2 SE).
+so the SE is about 1.4x larger, and the test asserts on the unpaired binomial SE, larger again.
+Measured here with seed 20: autocompact 0.652 -> 0.836 (4.9 SE), memagent 0.543 -> 0.852 (8.1 SE);
+compactionrl with seed 20 gained 0.371 -> 0.453 (1.9 SE: its weakest seeds do not clear an unpaired 2 SE
+on 256 instances), so its test runs seed 22, chosen after that, whose measured gain was +18 (7.9 paired SE)
+in the campaign: here 0.316 -> 0.496 (4.2 SE).
 """
 
 from __future__ import annotations
