@@ -9,7 +9,8 @@ learns, not where it ends; final success cannot show it. The speed outcomes read
     steps_to   min { t_k : y_k >= threshold }                a run that never gets there counts as t_n
                                                              and is marked censored
     gain       y(t_n) - y(t_0)                               what RL added to the step-0 evaluation (the
-                                                             base model), on the instances evaluated at both
+                                                             base model); from per-episode outcomes, on the
+                                                             instances evaluated at both (:func:`run_gains`)
 
 Rates come out in points. From per-episode outcomes, ``final`` and ``auc`` are also given per held-out
 instance (the AUC over the instances evaluated at every step, the intermediate subset), which is what
@@ -33,7 +34,7 @@ STATISTICS: tuple[Statistic, ...] = ("final", "auc", "steps_to", "gain")
 POINTS = 100.0
 
 
-def _two_evaluations(count: int, statistic: str = "gain") -> None:
+def _two_evaluations(count: int, statistic: str) -> None:
     """Refuse a curve statistic of a run evaluated fewer than twice."""
     if count < 2:
         what = "an area" if statistic == "auc" else "a gain"
@@ -78,7 +79,7 @@ def _statistic(t: npt.NDArray[np.float64], y: npt.NDArray[np.float64], statistic
     if statistic == "auc":
         return auc(t, y), False
     if statistic == "gain":
-        _two_evaluations(t.size)
+        _two_evaluations(t.size, "gain")
         return float(y[-1] - y[0]), False
     if threshold is None:
         raise ConfigError.invalid("threshold", None, "steps_to needs a threshold in points")
@@ -122,3 +123,13 @@ def _instance_gain(rows: pl.DataFrame) -> pl.DataFrame:
     last = at.filter(pl.col("step") == pl.col("last")).select("run_id", "instance", pl.col("value").alias("y1"))
     return first.join(last, on=("run_id", "instance")).select(
         "run_id", "instance", (pl.col("y1") - pl.col("y0")).alias("value")).sort("run_id", "instance")
+
+
+def run_gains(episodes: pl.DataFrame, evaluation: str, scale: float = POINTS) -> pl.DataFrame:
+    """run_id, value, se, instances: each run's ``gain`` paired by instance (the mean of its per-instance
+    gains, :func:`episode_outcomes`) and the SE of that mean over its instances. The logged curve's
+    ``y(t_n) - y(t_0)`` (:func:`run_outcomes`) compares the whole final set with step 0's subset instead."""
+    per = episode_outcomes(episodes, evaluation, "gain", scale)
+    assert per is not None  # gain has a per-instance form
+    return per.group_by("run_id").agg(
+        pl.col("value").mean(), (pl.col("value").std() / pl.len().sqrt()).alias("se"), pl.len().alias("instances"))

@@ -59,20 +59,17 @@ def arms(sweep: SweepRuns, evaluation: str, statistic: outcomes.Statistic = "fin
     ``steps_to``), and per-episode ones where the runs kept their outcomes."""
     runs = sweep.runs.filter((pl.col("status") == "FINISHED") & pl.col("episodes").is_not_null())
     shared = shared_held_out(runs)
+    got = None if sweep.episodes is None else outcomes.episode_outcomes(sweep.episodes, evaluation, statistic)
+    got = got if got is not None and got.height else None
     if statistic == "final":
         per_run = runs.select("run_id", (100.0 * pl.col(evaluation)).alias("value")).drop_nulls()
+    elif statistic == "gain" and got is not None:  # paired by instance, not the curve's ends
+        per_run = outcomes.run_gains(sweep.episodes, evaluation).select("run_id", "value")  # type: ignore[arg-type]
     else:
         assert sweep.history is not None
         per_run = outcomes.run_outcomes(sweep.history, EVALUATIONS[evaluation], statistic, threshold=threshold)
     per_run = per_run.join(runs.select("run_id", "variant", "seed", "episodes"), on="run_id")
-    per_episode = None
-    if sweep.episodes is not None:
-        got = outcomes.episode_outcomes(sweep.episodes, evaluation, statistic)
-        if got is not None and got.height:
-            per_episode = got.join(runs.select("run_id", "variant", "seed"), on="run_id")
-            if statistic == "gain":  # each run's gain over the instances paired at both ends, not the curve's
-                paired = got.group_by("run_id").agg(pl.col("value").mean())
-                per_run = per_run.drop("value").join(paired, on="run_id")
+    per_episode = None if got is None else got.join(runs.select("run_id", "variant", "seed"), on="run_id")
     out = {}
     for variant in sweep.variants:
         mine = per_run.filter(pl.col("variant") == variant)
@@ -147,7 +144,7 @@ def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outc
 
 def _iqm(values: list[float]) -> dict[str, float | None]:
     """The interquartile mean over seeds and its 95% percentile bootstrap interval (rliable's reading)."""
-    values = [v for v in values if v is not None and math.isfinite(v)]
+    values = sorted(v for v in values if v is not None and math.isfinite(v))  # the interval ignores row order
     if not values:
         return {"iqm": None, "iqm_low": None, "iqm_high": None}
     low, high = stats.bootstrap_ci(values, "iqm")

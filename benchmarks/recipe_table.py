@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from simlab.analysis.findings_data import SpecData, live_data, read_export, write_export
-from simlab.analysis.outcomes import episode_outcomes
+from simlab.analysis.outcomes import run_gains
 
 EXPERIMENT = "recipes"
 LEARNED_POINTS, LEARNED_SE = 10.0, 3.0
@@ -33,15 +33,8 @@ LEARNED_POINTS, LEARNED_SE = 10.0, 3.0
 def seed_gains(data: SpecData) -> pl.DataFrame:
     """variant, seed, gain, se: each run's mean paired gain (points) and its SE over held-out instances."""
     assert data.episodes is not None, "the export has no per-episode outcomes"
-    per = episode_outcomes(data.episodes, "compacted", "gain")
-    assert per is not None
-    by_run = per.group_by("run_id").agg(pl.col("value").mean().alias("gain"),
-                                        (pl.col("value").std() / pl.col("value").count().sqrt()).alias("se"))
+    by_run = run_gains(data.episodes, "compacted").select("run_id", pl.col("value").alias("gain"), "se")
     return by_run.join(data.runs.select("run_id", "variant", "seed"), on="run_id").drop("run_id")
-
-
-def _metric(data: SpecData, column: str) -> pl.DataFrame:
-    return data.runs.select("variant", "seed", pl.col(column).alias("value"))
 
 
 def table(data: SpecData) -> pl.DataFrame:

@@ -719,8 +719,7 @@ def ui(
     try:
         check_value("--port", port, IntIn(1, 65535))
         check_value("--workers", workers, IntIn(1, 64))
-        store = tracking.resolve_store(tracking_uri)
-        stores.check_run_store(tracking_uri, stores.home())  # a server or database that answers, a real file
+        store = tracking.Store(*stores.check_run_store(tracking_uri, stores.home()))  # checked as sweep does
         tracking.check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
     except ConfigError as exc:
         raise fail(exc) from exc

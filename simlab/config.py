@@ -82,6 +82,7 @@ def _update() -> Any:
 
     return simlab.update
 
+
 MINIBATCH_TOKENS = 1024
 """Token slots per mini-batch by default: on one CPU core, larger mini-batches spill out of its cache
 (``benchmarks/bench_throughput.py``)."""
