@@ -285,7 +285,7 @@ def _spec_design(text: str) -> Design:
     try:
         spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
         cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
-    except ValueError:  # a TOML, config or spec error, or a backend's (TrialBackend.build's contract): nothing resolved
+    except (ConfigError, tomllib.TOMLDecodeError):  # a TOML, config or spec error (TrialBackend.build's contract)
         return Design(None, True, True)
     return Design(min(int(c.eval.episodes) for c in cfgs), any(c.base.seed != "run" for c in cfgs),
                   any(c.eval.seed != "run" for c in cfgs))

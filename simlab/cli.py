@@ -486,7 +486,7 @@ def _write_summary(spec: Any, result: Any) -> Path | None:
                              direction=spec.objective.direction)
         store = tracking.Store(result.tracking_uri, None)
         tracking.log_artifacts(store, result.parent_run_id, [path, path.with_suffix(".md")], "summary")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ConfigError) as exc:
         typer.echo(f"summary not written: {type(exc).__name__}: {exc}", err=True)
         return None
     return path
@@ -502,7 +502,7 @@ def _print_report(experiment: str, tracking_uri: str) -> None:
     except ReportError as exc:
         typer.echo(f"no report: {exc}")
         return
-    except (ValueError, OSError) as exc:  # the trials are done and stored: a report failure must not hide that
+    except (ConfigError, ValueError, OSError) as exc:  # the trials are stored: a report failure must not hide that
         typer.echo(f"report failed: {type(exc).__name__}: {exc}; rerun it with `{command_name()} report {experiment}`")
         return
     typer.echo(made.markdown)

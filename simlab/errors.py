@@ -18,8 +18,11 @@ from typing import Any, Self
 _UNSET: Any = object()
 
 
-class ConfigError(ValueError):
+class ConfigError(Exception):
     """Bad input: names the key path, the bad value and what is allowed.
+
+    Not a ``ValueError``: a ``ValueError`` from numpy, torch or simlab's own arithmetic is a bug, and the
+    command line must not read it as the user's input.
 
     Build one with :meth:`invalid` (a value that is not allowed), :meth:`unknown` (a key that is not a
     setting) or, for a message that does not fit either form, with the message itself. ``key``,

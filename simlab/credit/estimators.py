@@ -27,6 +27,7 @@ import numpy as np
 
 from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
+from simlab.errors import ConfigError
 from simlab.registry import Registry
 from simlab.schema import RealIn, check_value
 from simlab.segments import BoolArray, FloatArray, SegmentBatch
@@ -252,11 +253,11 @@ def gae_compaction(
 
 # ---------------------------------------------------------------------- public entry points
 def check_options(kind: str, name: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:
-    """Raise a ValueError naming an option the component does not take, and listing the ones it does."""
+    """Raise a ConfigError naming an option the component does not take, and listing the ones it does."""
     accepted = tuple(p for p in inspect.signature(fn).parameters if p not in ("batch", "kept"))
     for key in options:
         if key not in accepted:
-            raise ValueError(f"{kind} {name!r} has no option {key!r}; it takes {accepted}")
+            raise ConfigError(f"{kind} {name!r} has no option {key!r}; it takes {accepted}")
 
 
 def estimate(batch: SegmentBatch, name: str, **options: Any) -> Estimate:
@@ -275,7 +276,7 @@ def value_targets(batch: SegmentBatch, name: str, **options: Any) -> FloatArray:
     """(num_segments, max_tokens) critic targets from a GAE estimator; group estimators have none."""
     est = estimate(batch, name, **options)
     if est.value_targets is None:
-        raise ValueError(
+        raise ConfigError(
             f"estimator {name!r} produces no value targets; use one of "
             f"{estimators_of('gae')}"
         )

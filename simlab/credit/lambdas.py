@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simlab.errors import ConfigError
 from simlab.registry import Registry
 from simlab.schema import POSITIVE, UNIT_OPEN, Either, check_value
 from simlab.segments import FloatArray, SegmentBatch
@@ -26,7 +27,7 @@ LAMBDA_READINGS: Registry[LambdaReading] = Registry("lam")
 def response_cap_length(batch: SegmentBatch, *, response_cap: float | None = None) -> FloatArray:
     """l = the per-response token cap (one constant for the whole batch; CompactionRL: 10,240)."""
     if response_cap is None:
-        raise ValueError("lam='response_cap' needs response_cap=<tokens per response>")
+        raise ConfigError("lam='response_cap' needs response_cap=<tokens per response>")
     return np.full(batch.num_segments, float(check_value("response_cap", response_cap, POSITIVE)))
 
 
@@ -63,7 +64,7 @@ def segment_lambdas(
     if isinstance(lam, str):
         reading = LAMBDA_READINGS.get(lam)
         if alpha is None:
-            raise ValueError(f"lam={lam!r} needs alpha=<positive float> (CompactionRL uses 1.5)")
+            raise ConfigError(f"lam={lam!r} needs alpha=<positive float> (CompactionRL uses 1.5)")
         check_value("alpha", alpha, POSITIVE)
         length = reading(batch, response_cap=response_cap)
         out = np.ones(batch.num_segments)
@@ -71,13 +72,13 @@ def segment_lambdas(
         out[real] = 1.0 - 1.0 / (float(alpha) * length[real])
         if np.any(out[real] <= 0.0):
             s = int(np.flatnonzero(real & (out <= 0.0))[0])
-            raise ValueError(
+            raise ConfigError(
                 f"lam={lam!r} with alpha={alpha!r} gives lam={out[s]!r} for row {s} (l={length[s]:g}); "
                 "lambda must lie in (0, 1], so alpha * l must exceed 1"
             )
         return out
     if alpha is not None or response_cap is not None:
-        raise ValueError(
+        raise ConfigError(
             f"alpha/response_cap only apply to a length-adaptive lam; lam={lam!r} is a float. "
             f"Choose lam from {LAMBDA_READINGS.choices()} or drop them"
         )

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from simlab.credit.estimators import check_options
+from simlab.errors import ConfigError
 from simlab.registry import Registry
 from simlab.segments import BoolArray, FloatArray, SegmentBatch
 
@@ -105,7 +106,7 @@ def constant(batch: SegmentBatch, n: FloatArray, *, max_tokens: int | None = Non
     elif (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, Integral) or max_tokens < batch.max_tokens
     ):
-        raise ValueError(
+        raise ConfigError(
             f"`max_tokens={max_tokens!r}` is invalid; use an integer >= the longest segment "
             f"({batch.max_tokens} tokens)"
         )
@@ -142,7 +143,7 @@ def length_ratio(batch: SegmentBatch, n: FloatArray) -> FloatArray:
 def kept_rows(batch: SegmentBatch, *, overlong_mask: bool) -> BoolArray:
     """(S,) rows that enter the loss: real rows, minus unfinished rollouts' rows under the overlong mask."""
     if not isinstance(overlong_mask, (bool, np.bool_)):
-        raise ValueError(f"`overlong_mask={overlong_mask!r}` is invalid; use True or False")
+        raise ConfigError(f"`overlong_mask={overlong_mask!r}` is invalid; use True or False")
     return batch.is_real & batch.row_finished if overlong_mask else batch.is_real
 
 

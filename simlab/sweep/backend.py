@@ -34,7 +34,7 @@ class TrialBackend:
 
     build: Callable[[dict[str, Any], int], Any]
     """(settings, seed) -> resolved config. ``settings`` holds ``preset``, ``recipe`` and key paths;
-    raises ``ValueError`` naming the bad key path."""
+    raises :class:`~simlab.errors.ConfigError` naming the bad key path."""
     flatten: Callable[[Any], dict[str, Any]]
     """Resolved config -> ``{"section.key": scalar}``, logged as MLflow params."""
     tags: Callable[[Any], dict[str, str]]

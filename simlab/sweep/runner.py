@@ -37,7 +37,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from simlab import names, stores, tracking
-from simlab.errors import SpecError
+from simlab.errors import ConfigError, SpecError
 from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_OWNER, ATTR_REASON, ATTR_REPLACES, ATTR_RUN, ATTR_SEED
 from simlab.sweep import optuna_private as private
 from simlab.sweep import rdb
@@ -681,7 +681,7 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
         seen.add(key)
         try:
             backend.build(settings, spec.seeds[0])
-        except ValueError as exc:  # TrialBackend.build's contract: a ValueError names the bad key path
+        except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
             where = ", ".join(f"{k}={v!r}" for k, v in settings.items() if k != "preset")
             raise SpecError(f"{exc} (in the configuration {where})") from None
 

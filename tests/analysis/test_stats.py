@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simlab.analysis import stats
+from simlab.errors import ConfigError
 
 rates = st.floats(0.0, 1.0, allow_nan=False)
 counts = st.integers(1, 10_000)
@@ -140,7 +141,7 @@ def test_effective_horizon_and_like_for_like() -> None:
     lfl = stats.like_for_like(stats.effective_horizon(64, 2), stats.effective_horizon(64, 0))
     assert lfl.ratio == 3.0 and not lfl.matched
     for bad in ((0, 1), (4, -1), (4, 1.5), (True, 1)):
-        with pytest.raises(ValueError, match="is invalid"):
+        with pytest.raises(ConfigError, match="is invalid"):
             stats.effective_horizon(*bad)  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from simlab import SegmentBatch, advantages, loss_weights
+from simlab.errors import ConfigError
 
 OK = {"segment_tokens": [[2, 1], [3]], "rewards": [1.0, 0.0]}
 VALUES = [[np.zeros(2), np.zeros(1)], [np.zeros(3)]]
@@ -61,7 +62,7 @@ BATCH = SegmentBatch.from_rollouts(**OK, values=VALUES)
     ],
 )
 def test_estimator_options_rejected(name, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match):
         advantages(BATCH, name, **kwargs)
 
 
@@ -85,13 +86,13 @@ def test_gae_without_values(name):
     ],
 )
 def test_normaliser_options_rejected(name, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match):
         loss_weights(BATCH, name, **kwargs)
 
 
 @pytest.mark.parametrize("multiple", [0, -2, 1.5, True])
 def test_pad_to_rejects(multiple):
-    with pytest.raises(ValueError, match=f"`multiple={multiple!r}` is invalid"):
+    with pytest.raises(ConfigError, match=f"`multiple={multiple!r}` is invalid"):
         BATCH.pad_to(multiple)
 
 

@@ -18,6 +18,7 @@ from simlab.credit import (
     shaped_rewards,
 )
 from simlab.credit.health import HealthOptions, summary
+from simlab.errors import ConfigError
 
 BATCH = SegmentBatch.from_rollouts(
     [[3, 2], [4], [1, 1, 2], [5]],
@@ -51,7 +52,7 @@ def test_estimator_contract(name):
 
 @pytest.mark.parametrize("name", ESTIMATORS.names())
 def test_estimator_rejects_unknown_option(name):
-    with pytest.raises(ValueError, match="has no option 'bogus'"):
+    with pytest.raises(ConfigError, match="has no option 'bogus'"):
         advantages(BATCH, name, bogus=1, **opts(name))
 
 
@@ -121,12 +122,12 @@ def test_lambda_reading_contract(reading):
 
 
 def test_unknown_names_list_the_valid_ones():
-    with pytest.raises(ValueError, match="rollout_group") as err:
+    with pytest.raises(ConfigError, match="rollout_group") as err:
         advantages(BATCH, "grpo")
     assert "`estimator='grpo'` is invalid" in str(err.value)
-    with pytest.raises(ValueError, match="seq-mean-token-mean"):
+    with pytest.raises(ConfigError, match="seq-mean-token-mean"):
         loss_weights(BATCH, "seq-mean")
-    with pytest.raises(ValueError, match="segment_length"):
+    with pytest.raises(ConfigError, match="segment_length"):
         advantages(BATCH, "gae_concat", lam="tokens", alpha=1.5)
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from simlab import SegmentBatch, advantages, loss_weights
 from simlab.credit import NORMALISERS, ROW_WEIGHTS, reference, shaped_rewards, with_cost
+from simlab.errors import ConfigError
 
 from .strategies import batches
 
@@ -140,35 +141,35 @@ BATCH = SegmentBatch.from_rollouts([[2, 1], [3]], [1.0, 0.0])
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"row_weight": "1/k"}, r"`row_weight='1/k'` is invalid; choose one of 'none', 'inverse_k'"),
-        ({"token_mask": np.ones((2, 3), dtype=bool)}, r"token_mask is bool of shape \(2, 3\)"),
-        ({"token_mask": np.ones((3, 3))}, r"token_mask is float64 of shape \(3, 3\); give a bool grid"),
-        ({"token_mask": np.ones((3, 3), dtype=bool)}, "token_mask must be False on padding"),
+    ("kwargs", "error", "match"),
+    [  # a bad setting is the user's input (ConfigError); a malformed grid is the caller's (ValueError)
+        ({"row_weight": "1/k"}, ConfigError, r"`row_weight='1/k'` is invalid; choose one of 'none', 'inverse_k'"),
+        ({"token_mask": np.ones((2, 3), dtype=bool)}, ValueError, r"token_mask is bool of shape \(2, 3\)"),
+        ({"token_mask": np.ones((3, 3))}, ValueError, r"token_mask is float64 of shape \(3, 3\); give a bool grid"),
+        ({"token_mask": np.ones((3, 3), dtype=bool)}, ValueError, "token_mask must be False on padding"),
     ],
 )
-def test_weight_options_rejected(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_weight_options_rejected(kwargs, error, match):
+    with pytest.raises(error, match=match):
         loss_weights(BATCH, "token", **kwargs)
 
 
 @pytest.mark.parametrize(
-    ("cost", "kwargs", "match"),
+    ("cost", "kwargs", "error", "match"),
     [
-        ("tokenz", {"coef": 0.1}, r"`cost='tokenz'` is invalid; choose one of 'none', 'tokens'"),
-        ("tokens", {"coef": -0.1}, r"`coef=-0.1` is invalid; choose a finite value >= 0"),
-        ("tokens", {"coef": float("nan")}, r"`coef=nan` is invalid"),
-        ("context", {"coef": 0.1}, "cost 'context' needs row_context"),
-        ("context", {"coef": 0.1, "row_context": [1.0, 2.0]}, "row_context must be 3 finite values >= 0"),
-        ("context", {"coef": 0.1, "row_context": [1.0, -2.0, 0.0]}, "row_context must be 3 finite values"),
+        ("tokenz", {"coef": 0.1}, ConfigError, r"`cost='tokenz'` is invalid; choose one of 'none', 'tokens'"),
+        ("tokens", {"coef": -0.1}, ConfigError, r"`coef=-0.1` is invalid; choose a finite value >= 0"),
+        ("tokens", {"coef": float("nan")}, ConfigError, r"`coef=nan` is invalid"),
+        ("context", {"coef": 0.1}, ValueError, "cost 'context' needs row_context"),
+        ("context", {"coef": 0.1, "row_context": [1.0, 2.0]}, ValueError, "row_context must be 3 finite values >= 0"),
+        ("context", {"coef": 0.1, "row_context": [1.0, -2.0, 0.0]}, ValueError, "row_context must be 3 finite values"),
     ],
 )
-def test_cost_options_rejected(cost, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_cost_options_rejected(cost, kwargs, error, match):
+    with pytest.raises(error, match=match):
         shaped_rewards(BATCH, cost, **kwargs)
 
 
 def test_unknown_baseline_lists_the_valid_ones():
-    with pytest.raises(ValueError, match=r"`baseline='valid'` is invalid; choose one of 'all', 'finished'"):
+    with pytest.raises(ConfigError, match=r"`baseline='valid'` is invalid; choose one of 'all', 'finished'"):
         advantages(BATCH, "rollout_group", baseline="valid")

@@ -58,7 +58,7 @@ def test_unknown_agent_lists_the_valid_ones() -> None:
 
 def test_agent_quality_outside_zero_one() -> None:
     env = gymnasium.make_vec(KR, num_envs=2)
-    with pytest.raises(ValueError, match=r"`agent.quality=1.5` is invalid; choose a value in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"`agent.quality=1.5` is invalid; choose a value in \[0, 1\]"):
         make_agent("scripted", env, quality=1.5)
 
 

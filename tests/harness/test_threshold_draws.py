@@ -38,7 +38,7 @@ def test_fixed_and_zero_spread_draw_nothing():
                                   np.full(8, 0.6))
     np.testing.assert_array_equal(draw_fracs(0.6, draw="rollout", spread=0.0, seed=1, num_envs=8, group_size=4),
                                   np.full(8, 0.6))
-    with pytest.raises(ValueError, match=r"`threshold_draw='grp'` is invalid"):
+    with pytest.raises(ConfigError, match=r"`threshold_draw='grp'` is invalid"):
         draw_fracs(0.6, draw="grp", spread=0.1, seed=1, num_envs=8, group_size=4)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
+from simlab.errors import ConfigError
 from simlab.policy import Decoder, Policy, masked_log_softmax, sample, score_tokens
 from tests.policy.conftest import VOCAB, tiny_policy
 
@@ -134,7 +135,7 @@ def test_masked_distribution_hand_case() -> None:
     # Temperature 2 halves the gap: logits [0, 2] -> [0, 1] -> p = [1, e] / (1 + e).
     logp = masked_log_softmax(torch.tensor([[0.0, 2.0]]), temperature=2.0)
     torch.testing.assert_close(logp.exp(), torch.tensor([[1.0, math.e]]) / (1 + math.e))
-    with pytest.raises(ValueError, match="`temperature=0` is invalid"):
+    with pytest.raises(ConfigError, match="`temperature=0` is invalid"):
         masked_log_softmax(logits, allowed, temperature=0)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from simlab.errors import ConfigError
 from simlab.policy import Policy, PolicyConfig, critic_from
 from tests.policy.conftest import VOCAB, tiny_policy
 
@@ -26,7 +27,7 @@ from tests.policy.conftest import VOCAB, tiny_policy
 )
 def test_config_errors_name_key_and_value(overrides: dict[str, object], needle: str) -> None:
     fields = {"vocab_size": 10, "n_layer": 1, "n_head": 2, "d_model": 8, "max_len": 16, **overrides}
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ConfigError) as err:
         PolicyConfig(**fields)  # type: ignore[arg-type]
     assert needle in str(err.value)
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from simlab.credit import ESTIMATORS, NORMALISERS
+from simlab.errors import ConfigError
 from simlab.sinks import MetricSink
 from simlab.sweep.backend import TrialBackend
 
@@ -45,13 +46,13 @@ def build(settings: dict[str, Any], seed: int) -> ToyConfig:
         if key in ("preset", "recipe"):
             continue
         if key not in KEYS:
-            raise ValueError(f"`{key}` is not a setting; choose one of {sorted(KEYS)}")
+            raise ConfigError.unknown(key, sorted(KEYS))
         values[key.split(".", 1)[1]] = value
     cfg = ToyConfig(**values, seed=seed)
     if isinstance(cfg.lr, bool) or not isinstance(cfg.lr, int | float) or cfg.lr <= 0:
-        raise ValueError(f"`train.lr={cfg.lr!r}` is invalid; choose a number > 0")
+        raise ConfigError.invalid("train.lr", cfg.lr, "choose a number > 0")
     if isinstance(cfg.steps, bool) or not isinstance(cfg.steps, int) or cfg.steps < 1:
-        raise ValueError(f"`train.steps={cfg.steps!r}` is invalid; choose an integer >= 1")
+        raise ConfigError.invalid("train.steps", cfg.steps, "choose an integer >= 1")
     ESTIMATORS.canonical(cfg.estimator)
     NORMALISERS.canonical(cfg.normaliser)
     return cfg

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from simlab import tracking
+from simlab.errors import ConfigError
 from simlab.sinks import MetricSink
 from tests.stores import Stores
 
@@ -31,7 +32,7 @@ def test_store_defaults_are_absolute_and_overridable(tmp_path: Path, monkeypatch
     monkeypatch.setenv(tracking.TRACKING_ENV, "sqlite:////elsewhere/x.db")
     assert tracking.resolve_store(root=tmp_path).tracking_uri == "sqlite:////elsewhere/x.db"
     assert tracking.resolve_store("http://127.0.0.1:5000", tmp_path).artifact_root is None
-    with pytest.raises(ValueError, match="refuses a plain file store"):
+    with pytest.raises(ConfigError, match="refuses a plain file store"):
         tracking.resolve_store("mlruns", tmp_path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simlab.config import apply_overrides, flatten, load, parse_overrides, resolve
+from simlab.errors import ConfigError
 from simlab.recipes import RECIPES
 
 
@@ -109,7 +110,7 @@ def test_overrides_parse_like_toml():
     ],
 )
 def test_bad_input_names_the_key(nested, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match):
         resolve(nested)
 
 
@@ -129,9 +130,9 @@ def test_eval_seed_run_gives_each_seed_its_own_held_out_set():
 
 
 def test_bad_override_syntax():
-    with pytest.raises(ValueError, match="write key=value"):
+    with pytest.raises(ConfigError, match="write key=value"):
         parse_overrides(["train.lr"])
-    with pytest.raises(ValueError, match="is not a key path"):
+    with pytest.raises(ConfigError, match="is not a key path"):
         apply_overrides({}, {"train.optim.lr": 1})
 
 
@@ -141,7 +142,7 @@ def test_load_reads_toml_and_reports_bad_files(tmp_path):
     cfg = load(path, ["train.lr=0.01"])
     assert (cfg.seed, cfg.train.recipe, cfg.train.lr, cfg.harness.summariser) == (4, "resum", 0.01, "scripted")
     path.write_text("[train\n")
-    with pytest.raises(ValueError, match="is not valid TOML"):
+    with pytest.raises(ConfigError, match="is not valid TOML"):
         load(path)
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "missing.toml")

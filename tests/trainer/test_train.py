@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from simlab.config import resolve
+from simlab.errors import ConfigError
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.model import Policy
 from simlab.recipes import RECIPES
@@ -165,7 +166,7 @@ def test_summariser_registry_names_match_the_harness():
 
     for name in SUMMARISERS:
         resolve(tiny(harness={"summariser": name}))
-    with pytest.raises(ValueError, match=r"`harness.summariser='gpt'` is invalid; choose 'self', 'none', 'frozen'"):
+    with pytest.raises(ConfigError, match=r"`harness.summariser='gpt'` is invalid; choose 'self', 'none', 'frozen'"):
         resolve(tiny(harness={"summariser": "gpt"}))
 
 

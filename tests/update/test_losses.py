@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simlab.errors import ConfigError
 from simlab.update import clipped_policy_loss, explained_variance, value_loss
 
 
@@ -60,7 +61,7 @@ def test_matches_plain_loop(data, eps_low, eps_high):
 @pytest.mark.parametrize(("name", "kw"), [("eps_low", {"eps_low": 0.0}), ("eps_high", {"eps_high": -0.1})])
 def test_bad_clip_ranges(name, kw):
     t = torch.zeros(1, 2)
-    with pytest.raises(ValueError, match=f"`{name}="):
+    with pytest.raises(ConfigError, match=f"`{name}="):
         clipped_policy_loss(t, t, t, t, **kw)
 
 

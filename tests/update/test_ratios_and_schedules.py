@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simlab.errors import ConfigError
 from simlab.update import RATIOS, SCHEDULES, clipped_policy_loss, lr_factor
 
 F64 = torch.float64
@@ -110,7 +111,7 @@ def test_one_token_rows_make_the_two_ratios_agree():
 
 def test_unknown_ratio_lists_the_valid_ones():
     t = torch.zeros(1, 2)
-    with pytest.raises(ValueError, match=r"`ratio='sequence'` is invalid; choose one of 'token', 'segment'"):
+    with pytest.raises(ConfigError, match=r"`ratio='sequence'` is invalid; choose one of 'token', 'segment'"):
         clipped_policy_loss(t, t, t, t, ratio="sequence")
 
 
@@ -144,5 +145,5 @@ def test_schedules_by_hand():
     ],
 )
 def test_lr_factor_rejects(args, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match):
         lr_factor(*args)
