@@ -84,12 +84,13 @@ def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str 
     """A sweep's finished runs from the MLflow store, with the histories of every metric ``wanted`` accepts;
     ``None`` when the store has no such experiment or no finished trial of it."""
     from simlab import tracking
+    from simlab.tracking.reading import episodes_table, fetch_runs, history_table
 
     store = tracking.resolve_store(tracking_uri)
     db = tracking.sqlite_path(store.tracking_uri)
     if db is not None and not db.is_file():  # reading must not create an empty store
         return None
-    fetched = tracking.fetch_runs(store, experiment)
+    fetched = fetch_runs(store, experiment)
     if fetched is None:
         return None
     trials = [r for r in fetched[1] if r["tags"].get(names.ROLE_TAG) == "trial"]
@@ -99,10 +100,10 @@ def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str 
     runs = [{"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(names.VARIANT_TAG),
              "seed": r["tags"].get(names.SEED_TAG), "base_seed": r["params"].get(names.PARAM_BASE_SEED),
              "eval_seed": r["params"].get(names.PARAM_EVAL_SEED)} for r in trials]
-    history = tracking.history_table(store, finished, wanted)
+    history = history_table(store, finished, wanted)
     metrics = set(history.get_column("key").unique().to_list())
     table = runs_from_histories(runs, _histories(history), metrics)
-    return SpecData(table, history.select(list(HISTORY_SCHEMA)), tracking.episodes_table(store, finished))
+    return SpecData(table, history.select(list(HISTORY_SCHEMA)), episodes_table(store, finished))
 
 
 def export_paths(experiment: str, folder: Path = EXPORT_DIR) -> dict[str, Path]:

@@ -133,12 +133,13 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
     Raises :class:`ReportError` for an unknown experiment or one without a finished trial run.
     """
     from simlab import tracking
+    from simlab.tracking.reading import episodes_table, fetch_runs, history_table
 
     store = tracking.resolve_store(tracking_uri)
     db = tracking.sqlite_path(store.tracking_uri)
     if db is not None and not db.is_file():  # reading must not create an empty store
         raise unknown_experiment(experiment, f"sqlite:///{db} (no such file)")
-    fetched = tracking.fetch_runs(store, experiment)
+    fetched = fetch_runs(store, experiment)
     if fetched is None:
         raise unknown_experiment(experiment, store.tracking_uri)
     eid, records = fetched
@@ -158,8 +159,8 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
     latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
     tags, params = long("tags", [*TAGS, names.RUN_NAME_TAG]), long("params", list(PARAMS))
     finished = [r for r in records if r["status"] == "FINISHED" and r["tags"].get(names.ROLE_TAG) != "parent"]
-    history = tracking.history_table(store, finished, wanted_history)
-    episodes = tracking.episodes_table(store, finished)
+    history = history_table(store, finished, wanted_history)
+    episodes = episodes_table(store, finished)
     sweep = _assemble(experiment, eid, runs, tags, params, latest, history)
     return _with_episodes(sweep, episodes)
 

@@ -587,13 +587,14 @@ def _summary_on_parent(made: Any, tracking_uri: str | None) -> None:
     """Log the report's per-variant summary on the sweep's parent run and refresh the sweep's UI views, so
     that the parent row alone shows the result; a failure is said, never raised (the report is written)."""
     from simlab import tracking
+    from simlab.tracking.views import log_summary, write_views
 
     if made.logged_to is None:
         return
     try:
         store = tracking.resolve_store(tracking_uri)
-        tracking.log_summary(store, made.logged_to, summary_rows(made.table))
-        tracking.write_views(store.client(), made.sweep.experiment_id)
+        log_summary(store, made.logged_to, summary_rows(made.table))
+        write_views(store.client(), made.sweep.experiment_id)
     except Exception as exc:  # the store is MLflow's: its errors are not simlab's to list
         typer.echo(f"summary not logged on the parent run: {type(exc).__name__}: {exc}", err=True)
 
@@ -715,23 +716,25 @@ def ui(
 
     from simlab import stores, tracking
     from simlab.schema import IntIn, check_value
+    from simlab.tracking.server import check_listen, ui_command
+    from simlab.tracking.views import sweep_links
 
     try:
         check_value("--port", port, IntIn(1, 65535))
         check_value("--workers", workers, IntIn(1, 64))
         store = tracking.Store(*stores.check_run_store(tracking_uri, stores.home()))  # checked as sweep does
-        tracking.check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
+        check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
     except ConfigError as exc:
         raise fail(exc) from exc
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: the MLflow UI has no authentication and will listen on {host}", err=True)
     tracking.prepare(store)
-    cmd = tracking.ui_command(store, host, port, workers)
+    cmd = ui_command(store, host, port, workers)
     # the server's job runner (GenAI judges, scheduled scorers) starts ~8 processes simlab never uses
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     typer.echo(f"MLflow UI for {store.tracking_uri} at {url}  (Ctrl-C stops it)")
-    for links in tracking.sweep_links(store, url):
+    for links in sweep_links(store, url):
         typer.echo(f"  sweep {links.name}:\n    trials   {links.trials}\n    charts   {links.charts}\n"
                    f"    summary  {links.summary}")
     os.execv(cmd[0], cmd)  # hand the terminal and signals to the server

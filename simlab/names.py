@@ -199,7 +199,7 @@ held-out instance seed, success (0/1), reward, segments, trunk tokens processed,
 KIND_TAG = "mlflow.experimentKind"
 """MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
 RUN_COLOR_TAG = "mlflow.runColor"
-"""The colour MLflow's UI draws a run in: a trial's is its variant's (``simlab.tracking.variant_colors``)."""
+"""The colour MLflow's UI draws a run in: a trial's is its variant's (``simlab.tracking.views.variant_colors``)."""
 SUMMARY = "summary/"
 """On a parent run: the per-variant summary, a metric ``summary/<evaluation>/<variant>/<stat>`` per number
 and a tag ``summary/<evaluation>/<variant>`` that reads ``74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)``."""

@@ -106,7 +106,7 @@ def free_port() -> int:
 
 def start_mlflow_server(backend: str, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     """``mlflow server`` on a free loopback port with ``backend`` as its store and artifacts in ``folder``."""
-    from simlab import tracking
+    from simlab.tracking.server import wait_for_server
 
     port = free_port()
     cmd = [
@@ -120,7 +120,7 @@ def start_mlflow_server(backend: str, folder: Path) -> tuple[subprocess.Popen[by
     with (folder / "server.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    if not tracking.wait_for_server(f"{url}/health", timeout=120, alive=lambda: proc.poll() is None):
+    if not wait_for_server(f"{url}/health", timeout=120, alive=lambda: proc.poll() is None):
         stop_group(proc)
         raise RuntimeError(f"mlflow server did not start: {(folder / 'server.log').read_text()[-3000:]}")
     return proc, url

@@ -11,6 +11,7 @@ import pytest
 from simlab import tracking
 from simlab.errors import ConfigError
 from simlab.sinks import MetricSink
+from simlab.tracking.figures import segment_histogram_images, segment_histogram_table
 from tests.stores import Stores
 
 
@@ -96,11 +97,11 @@ def test_parent_run_is_reused_on_resume(ready_stores: Stores) -> None:
 
 def test_histogram_image_and_table_from_rows() -> None:
     rows = [{"step": float(s), "segments/count_1": 10.0 - s, "segments/count_2": float(s)} for s in range(10)]
-    table = tracking.segment_histogram_table(rows)
+    table = segment_histogram_table(rows)
     assert table.height == 20
-    images = tracking.segment_histogram_images(table, snapshots=3)
+    images = segment_histogram_images(table, snapshots=3)
     assert [step for step, _ in images] == [0, 4, 9] or [step for step, _ in images] == [0, 5, 9]
     buf = io.BytesIO()
     images[-1][1].save(buf, format="PNG")
     assert buf.tell() > 500
-    assert tracking.segment_histogram_table([{"step": 0.0, "loss": 1.0}]).height == 0
+    assert segment_histogram_table([{"step": 0.0, "loss": 1.0}]).height == 0

@@ -19,6 +19,7 @@ import pytest
 
 from simlab import names, tracking
 from simlab.sweep import parse_spec
+from simlab.tracking.views import TRIAL_FILTER
 from tests.stores import TINY, Stores, run_cli, write_spec
 from tests.tracking.ui_server import CHROMIUM, open_view, screenshot, simlab_ui
 
@@ -36,7 +37,7 @@ def swept(ready_stores: Stores, tmp_path: Path) -> tuple[Stores, Any]:
     assert result.exit_code == 0, result.output
     client = tracking.resolve_store(ready_stores.tracking_uri).client()
     experiment = client.get_experiment_by_name(parse_spec(tomllib.loads(SPEC)).name)
-    trials = client.search_runs([experiment.experiment_id], tracking.TRIAL_FILTER)
+    trials = client.search_runs([experiment.experiment_id], TRIAL_FILTER)
     assert len(trials) == 4 and all(r.info.status == "FINISHED" for r in trials)
     return ready_stores, trials
 

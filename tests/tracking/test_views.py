@@ -15,43 +15,61 @@ import pytest
 
 from simlab import names, tracking
 from simlab.cli import summary_rows
+from simlab.tracking.views import (
+    BASELINE_COLOR,
+    PALETTE,
+    UI_RUN_COLUMNS,
+    VIEW_CHARTS,
+    VIEW_SUMMARY,
+    VIEW_TAG_LIMIT,
+    VIEW_TAG_PREFIX,
+    VIEW_TRIALS,
+    SweepContents,
+    charts_view,
+    log_summary,
+    metric_label,
+    summary_text,
+    sweep_links,
+    trials_view,
+    write_views,
+)
 from tests.stores import Stores
 
 SEGMENTS = names.health(names.SEG_COUNT)
 
 
-def _contents(**over: Any) -> tracking.SweepContents:
+def _contents(**over: Any) -> SweepContents:
     metrics = {names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, f"{SEGMENTS}3", f"{SEGMENTS}1",
                names.health(names.HEALTH_COMPACTION_RATE), "loss/entropy", "perf/rollout_s", "plain"}
     base: dict[str, Any] = dict(objective=names.EVAL_COMPACTED_SUCCESS, params=("train.steps",),
                                 metrics=frozenset(metrics), summary=())
-    return tracking.SweepContents(**(base | over))
+    return SweepContents(**(base | over))
 
 
 def test_metric_labels_and_summary_text() -> None:
-    assert tracking.metric_label("steps=10") == "steps:10"
-    assert tracking.metric_label("estimator=gae_concat,normaliser=token") == "estimator:gae_concat normaliser:token"
-    assert tracking.metric_label("harness.summariser=ckpt/a b") == "harness.summariser:ckpt_a b"
-    assert tracking.summary_text({"mean": 50.42, "se": 1.81}) == "50.4 ± 1.8 (baseline)"
+    assert metric_label("steps=10") == "steps:10"
+    assert metric_label("estimator=gae_concat,normaliser=token") == "estimator:gae_concat normaliser:token"
+    assert metric_label("harness.summariser=ckpt/a b") == "harness.summariser:ckpt_a b"
+    assert summary_text({"mean": 50.42, "se": 1.81}) == "50.4 ± 1.8 (baseline)"
     stats = {"mean": 74.7, "se": 1.6, "diff": 24.3, "diff_se": 0.47, "sigma": 51.9}
-    assert tracking.summary_text(stats) == "74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)"
-    assert tracking.summary_text({"mean": 0.0, "se": 0.0, "diff": 0.0, "diff_se": 0.0}) == (
+    assert summary_text(stats) == "74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)"
+    assert summary_text({"mean": 0.0, "se": 0.0, "diff": 0.0, "diff_se": 0.0}) == (
         "0.0 ± 0.0, diff +0.0 ± 0.0 (n/aσ)")
 
 
 def test_the_trials_view_shows_one_row_per_trial_with_its_point_seed_and_objective() -> None:
-    view = tracking.trials_view(_contents())
+    view = trials_view(_contents())
     assert view["searchFilter"] == "tags.`simlab.role` = 'trial'"
     # sorted by cell, not start time: MLflow then does not fetch the parent and fold the trials under it
     assert view["orderByKey"] == "tags.`simlab.cell`" and view["orderByAsc"] is True
     assert view["selectedColumns"] == ["params.`train.steps`", "tags.`simlab.seed`",
                                        "metrics.`eval/compacted/success`", "metrics.`eval/single_window/success`"]
-    assert view["columnOrder"][:3] == list(tracking.UI_RUN_COLUMNS)
+    assert view["columnOrder"][:3] == list(UI_RUN_COLUMNS)
     assert view["columnWidths"]["metrics.`eval/single_window/success`"] >= 8 * len("eval/single_window/success")
 
 
 def test_the_charts_view_puts_success_segments_and_health_first_and_folds_the_rest() -> None:
-    view = tracking.charts_view(_contents())
+    view = charts_view(_contents())
     cards = view["compareRunCharts"]
     assert [(c["type"], c["metricKey"]) for c in cards] == [
         ("BAR", names.EVAL_COMPACTED_SUCCESS), ("BAR", names.EVAL_SINGLE_WINDOW_SUCCESS),
@@ -67,7 +85,7 @@ def test_the_charts_view_puts_success_segments_and_health_first_and_folds_the_re
     assert view["isAccordionReordered"] is True and view["runsHiddenMode"] == "SHOW_ALL"
     assert all(len(s["name"]) <= 60 for s in sections[:3])  # a section title is not cut at 1400 px
     # a section with nothing to draw is left out
-    bare = tracking.charts_view(_contents(metrics=frozenset({names.EVAL_COMPACTED_SUCCESS})))
+    bare = charts_view(_contents(metrics=frozenset({names.EVAL_COMPACTED_SUCCESS})))
     assert [s["uuid"] for s in bare["compareRunSections"]] == ["simlab-success"]
 
 
@@ -99,7 +117,7 @@ def test_the_parent_logs_the_summary_and_the_views_are_written_as_mlflow_reads_t
         "baseline": ["steps=0", "steps=0"], "mean": [50.41, 74.72], "se": [1.81, 1.62],
         "difference": [0.0, 24.31], "se_difference": [0.0, 0.47], "sigma": [math.nan, 51.86],
     })
-    keys = tracking.log_summary(store, parent, summary_rows(table))
+    keys = log_summary(store, parent, summary_rows(table))
     assert keys == ["summary/compacted/steps:0/mean", "summary/compacted/steps:0/se",
                     *(f"summary/compacted/steps:10/{s}" for s in ("mean", "se", "diff", "diff_se", "sigma"))]
     logged = client.get_run(parent).data
@@ -107,24 +125,24 @@ def test_the_parent_logs_the_summary_and_the_views_are_written_as_mlflow_reads_t
     assert logged.tags["summary/compacted/steps:10"] == "74.7 ± 1.6, diff +24.3 ± 0.5 (+51.9σ)"
     assert logged.tags["summary/compacted/steps:0"] == "50.4 ± 1.8 (baseline)"
 
-    assert tracking.write_views(client, experiment_id)
+    assert write_views(client, experiment_id)
     tags = client.get_experiment(experiment_id).tags
     views = {}
-    for view in (tracking.VIEW_TRIALS, tracking.VIEW_CHARTS, tracking.VIEW_SUMMARY):
-        envelope = json.loads(tags[tracking.VIEW_TAG_PREFIX + view])
+    for view in (VIEW_TRIALS, VIEW_CHARTS, VIEW_SUMMARY):
+        envelope = json.loads(tags[VIEW_TAG_PREFIX + view])
         assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
         views[view] = json.loads(envelope["state"])
-        assert len(tags[tracking.VIEW_TAG_PREFIX + view]) <= tracking.VIEW_TAG_LIMIT
+        assert len(tags[VIEW_TAG_PREFIX + view]) <= VIEW_TAG_LIMIT
     # the swept param is the one that differs between trials; the seed and the cell label are not params shown
-    assert views[tracking.VIEW_TRIALS]["selectedColumns"][0] == "params.`train.steps`"
-    assert "params.`seed`" not in views[tracking.VIEW_TRIALS]["selectedColumns"]
-    assert views[tracking.VIEW_SUMMARY]["selectedColumns"] == [
+    assert views[VIEW_TRIALS]["selectedColumns"][0] == "params.`train.steps`"
+    assert "params.`seed`" not in views[VIEW_TRIALS]["selectedColumns"]
+    assert views[VIEW_SUMMARY]["selectedColumns"] == [
         "tags.`simlab.baseline`", "tags.`summary/compacted/steps:0`", "tags.`summary/compacted/steps:10`"]
     # every variant's trials in one colour, the baseline grey
     colors = [client.get_run(r).data.tags[names.RUN_COLOR_TAG] for r in trials]
-    assert colors == [tracking.BASELINE_COLOR] * 2 + [tracking.PALETTE[0]] * 2
+    assert colors == [BASELINE_COLOR] * 2 + [PALETTE[0]] * 2
 
-    links = tracking.sweep_links(store, "http://127.0.0.1:5000/")
+    links = sweep_links(store, "http://127.0.0.1:5000/")
     assert [link.name for link in links] == ["views"]  # experiments without a sweep get no links
     assert links[0].trials == (f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?viewStateShareKey="
                                "simlab-trials&workflowType=machine_learning&compareRunsMode=TABLE")
@@ -139,8 +157,8 @@ def test_a_view_stays_within_mlflows_tag_limit(ready_stores: Stores, families: i
     experiment_id = tracking.ensure_experiment(client, "views", store)
     _, trials = _sweep(client, experiment_id)
     client.log_batch(trials[0], metrics=[tracking.Metric(f"family{i}/x", 1.0, 0, 0) for i in range(families)])
-    assert tracking.write_views(client, experiment_id)
-    value = client.get_experiment(experiment_id).tags[tracking.VIEW_TAG_PREFIX + tracking.VIEW_CHARTS]
-    assert len(value) <= tracking.VIEW_TAG_LIMIT
+    assert write_views(client, experiment_id)
+    value = client.get_experiment(experiment_id).tags[VIEW_TAG_PREFIX + VIEW_CHARTS]
+    assert len(value) <= VIEW_TAG_LIMIT
     folded = [s for s in json.loads(json.loads(value)["state"])["compareRunSections"] if not s["display"]]
     assert len(folded) == (families if families < 100 else 0)  # past the limit, the folded sections go

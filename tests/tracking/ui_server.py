@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simlab import tracking
+from simlab.tracking.server import wait_for_server
 from tests.services import free_port, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def simlab_ui(tracking_uri: str, env: Mapping[str, str] | None = None) -> Iterat
         server = UiServer(proc, f"http://127.0.0.1:{port}", banner)
         try:
             alive = lambda: proc.poll() is None  # noqa: E731
-            assert tracking.wait_for_server(f"{server.base}/health", timeout=120, alive=alive), (
+            assert wait_for_server(f"{server.base}/health", timeout=120, alive=alive), (
                 f"`simlab ui` did not answer in 120 s:\n{server.printed()[-3000:]}"
             )
             yield server
