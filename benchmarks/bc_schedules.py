@@ -11,7 +11,7 @@ stream and 512 held-out episodes (``eval.seed = "run"``), checkpoints evaluated 
 - ``half_batch``: 32 episodes x 300 steps (half the tokens per step);
 - ``half_steps``: 64 episodes x 150 steps at lr 2e-3.
 
-Each step is ``simlab.train.imitation_step`` in one padded pass (``base.minibatch_tokens = 0``, the
+Each step is ``simlab.train.base.imitation_step`` in one padded pass (``base.minibatch_tokens = 0``, the
 behaviour cloning of 7ee6af2 bit for bit); the result is a per-seed table with its command and commit.
 
     PYTHONPATH=. python benchmarks/bc_schedules.py [--seeds 0 1 2 3] [--out benchmarks/equivalence/base_schedules.csv]
@@ -32,7 +32,9 @@ import torch
 from simlab.config import RunConfig, resolve
 from simlab.harness.phases import phase_table
 from simlab.policy.model import Policy
-from simlab.train import TokenBatch, base_harness, collect, evaluate, imitation_step
+from simlab.train.base import base_harness, imitation_step
+from simlab.train.rollouts import collect, evaluate
+from simlab.train.tokens import TokenBatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import equivalence  # the sibling module: the table header and the success key

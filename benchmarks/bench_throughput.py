@@ -54,12 +54,14 @@ from typing import Any
 import numpy as np
 import torch
 
-import simlab.train
+import simlab.train.rollouts
 from simlab.config import RunConfig, apply_overrides, parse_overrides, resolve
 from simlab.harness import RolloutBatch, run_rollouts
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
-from simlab.train import TokenBatch, Trainer
+from simlab.train.base import device_of
+from simlab.train.rl import Trainer
+from simlab.train.tokens import TokenBatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline  # the sibling module; this script may run under the baseline's simlab
@@ -170,7 +172,7 @@ def probing(probe: Probe, device: torch.device) -> Iterator[None]:
         return rollout
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(patched(simlab.train, "PolicyAgent", lambda _: RecordingAgent))
+        stack.enter_context(patched(simlab.train.rollouts, "PolicyAgent", lambda _: RecordingAgent))
         stack.enter_context(patched(Trainer, "rollout", keep_batch))
         stack.enter_context(patched(Trainer, "credit", timing(probe, "credit", device)))
         stack.enter_context(patched(TokenBatch, "from_rollouts", timing(probe, "batching", device)))
@@ -198,7 +200,7 @@ def segment_work(batches: list[RolloutBatch]) -> tuple[int, int]:
 
 def measure(cfg: RunConfig, steps: int) -> dict[str, float]:
     """Play and update ``steps`` RL steps (after one warm-up) and return their totals."""
-    device = simlab.train.device_of(cfg)
+    device = device_of(cfg)
     torch.manual_seed(cfg.seed)
     policy = Policy(cfg.policy).to(device)
     trainer = Trainer(cfg, policy)
@@ -234,7 +236,7 @@ def measure(cfg: RunConfig, steps: int) -> dict[str, float]:
 
 def count_syncs(cfg: RunConfig) -> None:
     """CUDA only: play one batch of rollouts under the sync debug mode and count the host syncs."""
-    device = simlab.train.device_of(cfg)
+    device = device_of(cfg)
     torch.manual_seed(cfg.seed)
     policy = Policy(cfg.policy).to(device).eval()
     n = cfg.train.prompts * cfg.train.group_size
@@ -247,7 +249,7 @@ def count_syncs(cfg: RunConfig) -> None:
             return super().generate(request)
 
     agent = CountingAgent(policy, n, generator=torch.Generator(device).manual_seed(0))
-    env = simlab.train.make_env(cfg, n)
+    env = simlab.train.rollouts.make_env(cfg, n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")

@@ -55,7 +55,9 @@ from simlab.harness import run_rollouts
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.sinks import JsonlSink, read_metrics
-from simlab.train import base_checkpoint, device_of, evaluate, make_env, train
+from simlab.train import train
+from simlab.train.base import base_checkpoint, device_of
+from simlab.train.rollouts import evaluate, make_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline  # the sibling module; this script may run under the baseline's simlab

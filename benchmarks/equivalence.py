@@ -3,7 +3,7 @@
 Each is a multi-seed experiment, not a unit test: it writes a per-seed table (CSV, with the command and
 the commit that made it in its header) under ``benchmarks/equivalence/``; ``tests/trainer/
 test_equivalence.py`` reads the committed tables and asserts the TOST. Rerun a table whenever the code it
-covers changes (``simlab/train.py``'s update or behaviour cloning, the policy, the harness, the tasks).
+covers changes (``simlab/train/``'s update or behaviour cloning, the policy, the harness, the tasks).
 
 ``update``: per seed, the demo preset (``keyrecall-mini``, ``supo``, its 40 RL steps) trained twice from
 one base model, with the update before issue 21 (``train.length_buckets = false``: random mini-batches
@@ -44,7 +44,9 @@ from simlab import names
 from simlab.analysis import power
 from simlab.config import RunConfig, resolve
 from simlab.sinks import JsonlSink
-from simlab.train import base_checkpoint, evaluate, train
+from simlab.train import train
+from simlab.train.base import base_checkpoint
+from simlab.train.rollouts import evaluate
 
 HERE = Path(__file__).resolve().parent
 TABLES = {"update": HERE / "equivalence" / "update.csv", "base": HERE / "equivalence" / "base.csv"}

@@ -40,7 +40,8 @@ from simlab.config import apply_overrides, parse_overrides, resolve
 from simlab.sinks import JsonlSink, read_metrics
 from simlab.tasks import peekread
 from simlab.tasks.presets import PRESETS
-from simlab.train import base_checkpoint, train
+from simlab.train import train
+from simlab.train.base import base_checkpoint
 
 COLUMNS = (
     "preset", "preset_key", "seed", "base_success", "final_success", "diff", "diff_se", "sigma", "eval_episodes",

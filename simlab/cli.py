@@ -361,7 +361,7 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
         raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
                                   "overwritten); give a new or empty folder")
     if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
-        from simlab.train import device_of
+        from simlab.train.base import device_of
 
         device_of(cfg)
     return cfg, folder

@@ -43,7 +43,7 @@ SUMMARISED_SUCCESS = "summarised_success"
 SUMMARY_HOLDS_ANSWER = "summary_holds_answer"
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
            SUMMARY_HOLDS_ANSWER)
-"""What :func:`simlab.train.rollout_metrics` logs under each rollout prefix."""
+"""What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
 """Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
 evaluations may play a subset, ``eval.curve_episodes``)."""
@@ -51,7 +51,7 @@ TOKENS_PER_EPISODE = "tokens_per_episode"
 KEYS_PER_EPISODE = "keys_per_episode"
 MFLOPS_PER_EPISODE = "mflops_per_episode"
 COST = (EPISODES, TOKENS_PER_EPISODE, KEYS_PER_EPISODE, MFLOPS_PER_EPISODE)
-"""What :func:`simlab.train.cost_metrics` logs under each evaluation prefix."""
+"""What :func:`simlab.train.rollouts.cost_metrics` logs under each evaluation prefix."""
 
 
 def metric(prefix: str, name: str) -> str:

@@ -10,7 +10,8 @@ import pytest
 
 from simlab import names
 from simlab.config import flatten, resolve
-from simlab.train import base_checkpoint, train
+from simlab.train import train
+from simlab.train.base import base_checkpoint
 from tests.trainer.conftest import _one_thread, tiny  # noqa: F401  (the autouse fixture applies here too)
 
 ROOT = Path(__file__).resolve().parents[1]

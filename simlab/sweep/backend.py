@@ -96,7 +96,7 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
     ``base.seed = "run"``) seed, built side by side on up to ``workers`` processes."""
     from tqdm import tqdm
 
-    from simlab.train import base_checkpoint, base_path
+    from simlab.train.base import base_checkpoint, base_path
 
     todo = {cfg.base_key(): cfg for cfg in cfgs if not (cfg.base.cache and base_path(cfg, store).exists())}
     if not todo:
@@ -122,7 +122,7 @@ def _one_base(cfg: RunConfig, store: Path) -> Path:
     from simlab.sweep.runner import limit_threads
 
     limit_threads()
-    from simlab.train import base_checkpoint
+    from simlab.train.base import base_checkpoint
 
     return base_checkpoint(cfg, store)
 

@@ -108,7 +108,7 @@ def _checkpoint(tmp_path, preset: str = "peekread-routes-c0", **harness: object)
     from simlab.config import resolve
     from simlab.policy.checkpoint import save_checkpoint
     from simlab.policy.model import Policy
-    from simlab.train import checkpoint_meta
+    from simlab.train.base import checkpoint_meta
 
     cfg = resolve({"task": {"preset": preset}, "harness": dict(harness),
                    "policy": {"n_layer": 1, "d_model": 16, "n_head": 2}})

@@ -18,7 +18,9 @@ from simlab.config import resolve
 from simlab.harness import Phase
 from simlab.policy.model import Policy
 from simlab.sinks import JsonlSink, read_metrics
-from simlab.train import TokenBatch, Trainer, train
+from simlab.train import train
+from simlab.train.rl import Trainer
+from simlab.train.tokens import TokenBatch
 from tests.test_bad_input import _fails_cleanly, run
 
 from .conftest import tiny

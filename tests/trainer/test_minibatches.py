@@ -17,7 +17,10 @@ from simlab import names
 from simlab.config import resolve
 from simlab.harness.phases import phase_table
 from simlab.policy.model import Policy
-from simlab.train import TokenBatch, Trainer, collect, imitation_step, length_buckets
+from simlab.train.base import imitation_step
+from simlab.train.rl import Trainer
+from simlab.train.rollouts import collect
+from simlab.train.tokens import TokenBatch, length_buckets
 
 from .conftest import tiny
 

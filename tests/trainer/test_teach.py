@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from simlab.cli import app
 from simlab.config import RunConfig, resolve
 from simlab.schema import plain
-from simlab.train import collect
+from simlab.train.rollouts import collect
 
 ROUTES = {"task": {"preset": "peekread-routes-c100"}}
 

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from simlab.config import resolve
-from simlab.errors import ConfigError
+from simlab.errors import ConfigError, TrainingDiverged
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.model import Policy
 from simlab.recipes import RECIPES
 from simlab.sinks import JsonlSink, read_metrics
-from simlab.train import TrainingDiverged, base_checkpoint, train
+from simlab.train import train
+from simlab.train.base import base_checkpoint
 
 from .conftest import tiny
 
@@ -175,7 +176,7 @@ def test_every_summariser_the_harness_accepts_builds(tmp_path):
     ``random`` included) has a factory that builds, so a run never fails on it after writing files."""
     from simlab.harness.agents import AGENTS
     from simlab.summarisers import summariser_for
-    from simlab.train import make_env
+    from simlab.train.rollouts import make_env
 
     for name in ("self", "none", *AGENTS.names()):
         cfg = resolve(tiny(harness={"summariser": name}))
@@ -186,7 +187,8 @@ def test_credit_grid_lands_on_each_segments_optimised_tokens(tmp_path):
     """The k-th optimised token of a segment row gets column k of the credit layer's grid."""
     import numpy as np
 
-    from simlab.train import TokenBatch, collect, from_token_grid, to_token_grid
+    from simlab.train.rollouts import collect
+    from simlab.train.tokens import TokenBatch, from_token_grid, to_token_grid
 
     cfg = resolve(tiny())
     rb, _, _ = collect(cfg, None, harness=cfg.harness, prompts=4, group_size=1, seed=3, teacher="scripted")

@@ -1,0 +1,114 @@
+"""The base model: behaviour cloning on a reference agent's demonstrations, cached per preset and base
+config as a checkpoint; with the run's device and the metadata every checkpoint carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from simlab import names
+from simlab.config import RunConfig
+from simlab.errors import ConfigError
+from simlab.harness import HarnessConfig
+from simlab.harness.phases import phase_table
+from simlab.policy.checkpoint import save_checkpoint
+from simlab.policy.device import default_device
+from simlab.policy.model import Policy
+from simlab.schema import plain
+from simlab.sinks import MetricSink
+from simlab.stores import file_lock
+from simlab.train.rollouts import collect, rollout_metrics
+from simlab.train.tokens import TokenBatch, check_finite, length_buckets, score
+
+
+def device_of(cfg: RunConfig) -> torch.device:
+    """The run's torch device (``auto``: CUDA when present); a ConfigError for ``cuda`` on a machine without."""
+    if cfg.device == "auto":
+        return default_device()
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError.invalid("device", "cuda", "this machine has no CUDA device; choose 'auto' or 'cpu'")
+    return torch.device(cfg.device)
+
+
+def checkpoint_meta(cfg: RunConfig, harness: HarnessConfig | None = None) -> dict[str, Any]:
+    """What a checkpoint must remember: the summarisation instruction's version and the trigger settings,
+    and the whole harness and task it was trained under (``simlab inspect --checkpoint`` replays them)."""
+    h = harness or cfg.harness
+    return {"v_sum": h.v_sum, "trigger": h.trigger, "frac": h.frac, "t_comp": h.t_comp, "window": h.window,
+            "summary_tokens": h.summary_tokens, "preset": cfg.preset, "harness": plain(h), "task": plain(cfg.task)}
+
+def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None, progress: Any = None) -> None:
+    """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
+    harness = base_harness(cfg)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
+    rng = np.random.default_rng(cfg.base_seed + 12345)
+    for step in range(cfg.base.steps):
+        seed = int(rng.integers(0, cfg.train_seed_limit - cfg.base.episodes))
+        rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1, seed=seed,
+                             teacher=cfg.base.teacher)
+        table = torch.from_numpy(phase_table(env, harness.trigger)).to(policy.device)
+        tb = TokenBatch.from_rollouts(rb, policy.device)
+        policy.train()
+        loss = imitation_step(policy, opt, tb, table, cfg.base.minibatch_tokens, step)
+        if sink is not None:
+            metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
+            sink.log_metrics(metrics, step=step)
+        if progress is not None:
+            progress(1)
+
+
+def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, table: Tensor, max_tokens: int,
+                   step: int) -> Tensor:
+    """One optimiser step on the mean negative log-likelihood of the batch's optimised tokens.
+
+    The gradient of the whole batch, accumulated over length buckets of at most ``max_tokens`` token
+    slots (0: the batch in one padded pass); returns the loss.
+    """
+    count = tb.optimised.sum().clamp_min(1)
+    opt.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=tb.tokens.device)
+    for mb in length_buckets(tb.lengths, max_rows=tb.tokens.shape[0], max_tokens=max_tokens):
+        loss = -score(policy, tb.take(mb), table, 1.0).logprobs.sum() / count
+        check_finite("behaviour-cloning loss", loss, step)
+        loss.backward()
+        total = total + loss.detach()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    opt.step()
+    return total
+
+
+def base_harness(cfg: RunConfig) -> HarnessConfig:
+    """Where demonstrations are collected: the preset's harness with the run's context geometry.
+
+    The geometry (window, summary length, caps, v_sum) must match the run, since the policy's context
+    and summary sizes follow it; the trigger is ``policy`` so the teacher also demonstrates when to emit
+    COMPACT. Recipes that differ only in trigger, tail, discard or threshold share one base model.
+    """
+    return HarnessConfig().replace(**cfg.base_harness_settings())
+
+
+def base_path(cfg: RunConfig, store: Path) -> Path:
+    """Where ``cfg``'s base checkpoint is cached under the store folder."""
+    return Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+
+
+def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None, progress: Any = None) -> Path:
+    """The cached base checkpoint for ``cfg`` (built once per task preset and base config)."""
+    path = base_path(cfg, store)
+    if cfg.base.cache and path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path, ".lock"):
+        if cfg.base.cache and path.exists():  # another worker built it while we waited
+            return path
+        torch.manual_seed(cfg.base_seed)
+        policy = Policy(replace(cfg.policy, value_head=False)).to(device_of(cfg))
+        behaviour_clone(cfg, policy, sink, progress)
+        save_checkpoint(path, policy, meta=checkpoint_meta(cfg))
+    return path
