@@ -7,8 +7,9 @@ layer plus per-segment token arrays for the trainer).
 
 from simlab.harness.agents import AGENTS, make_agent
 from simlab.harness.config import HarnessConfig
-from simlab.harness.loop import RolloutBatch, RolloutRecord, SegmentTokens, run_rollouts
+from simlab.harness.loop import run_rollouts
 from simlab.harness.protocol import Agent, Generation, Phase, Request
+from simlab.harness.records import RolloutBatch, RolloutRecord, SegmentTokens
 from simlab.harness.triggers import TRIGGERS, Trigger
 
 __all__ = [

@@ -12,351 +12,32 @@ Context layout (see the README's token-protocol section):
 compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
 
 How the loop reads: ``run_rollouts`` resets the envs (``_start``) and then plays rounds over one
-explicit state object, ``_Loop`` (the settings, the agents and each env's ``_Rollout``). A round is
-three phases: every active env takes a turn (``_take_turns``: ``_act`` or ``_answer``), the envs
-step (``_step_env``), and the envs whose trigger fired are compacted (``_compact``:
-``_before_summary``, ``_summarise``, ``_next_segment``). ``_assemble`` turns the rollouts into a
-``RolloutBatch``.
+explicit state object, ``LoopState`` (the settings, the agents and each env's ``RolloutState``; both in
+:mod:`simlab.harness.state`). A round is three phases: every active env takes a turn (``_take_turns``:
+``_act`` or ``_answer``), the envs step (``_step_env``), and the envs whose trigger fired are compacted
+(``compact``, in :mod:`simlab.harness.compact`). ``_assemble`` turns the rollouts into a
+``RolloutBatch`` (:mod:`simlab.harness.records`).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from simlab.harness.agents import SCRIPTED_QUALITY, make_agent
+from simlab.harness.compact import compact
 from simlab.harness.config import HarnessConfig, check_window
 from simlab.harness.phases import phase_masks
-from simlab.harness.protocol import (
-    ACTION_TURN,
-    Agent,
-    BoolArray,
-    FloatArray,
-    IntArray,
-    Phase,
-    Request,
-    check_generation,
-)
+from simlab.harness.protocol import ACTION_TURN, Agent, BoolArray, FloatArray, Phase
+from simlab.harness.records import RolloutBatch, RolloutRecord, SegmentTokens
+from simlab.harness.state import Clock, LoopState, RolloutState, strip_pad
 from simlab.harness.triggers import TRIGGERS, Trigger
 from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
 from simlab.tasks.envs import ROLLOUT_OPTION
-
-
-@dataclass(frozen=True)
-class SegmentTokens:
-    """One segment as a training sample: the tokens in order, and what each one is."""
-
-    tokens: IntArray
-    """(T,) every token of the segment: its starting context, then steps, then v_sum + summary."""
-    optimised: BoolArray
-    """(T,) True where the trained agent generated the token in this segment (the loss mask)."""
-    phase: NDArray[np.int8]
-    """(T,) ``Phase`` of each token (CONTEXT for everything not generated here)."""
-    logprobs: FloatArray
-    """(T,) the agent's log-probability of each generated token; NaN where none was given."""
-    values: FloatArray
-    """(T,) the agent's value at each generated token; NaN where none was given."""
-
-    @property
-    def num_optimised(self) -> int:
-        """Tokens of the segment the policy generated (the ones the update optimises)."""
-        return int(self.optimised.sum())
-
-
-@dataclass(frozen=True)
-class RolloutRecord:
-    """What happened in one rollout."""
-
-    reward: float
-    finished: bool
-    """Produced an answer (False: overlong)."""
-    overlong: str
-    """'' if finished, else why it stopped: 'steps' (H), 'compactions' (S), 'window' (no longer
-    fits W) or 'truncated' (the env truncated it)."""
-    steps: int
-    """Env steps taken, the answer included."""
-    compactions: int
-    """Compactions (summaries or slides) performed."""
-    tokens: int
-    """Tokens written into its contexts (generated and observed), prompt and rebuilds excluded."""
-    segment_rows: tuple[int, int]
-    """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
-    segment_optimised: tuple[int, ...]
-    """Optimised tokens of each of its segments, in order (the SegmentBatch's counts)."""
-    n_after: tuple[int, ...]
-    """N_after of each of its segments: optimised tokens generated after it in this rollout."""
-    context_lengths: IntArray
-    """Working context (conditioning + generated tokens) at every generation, in order."""
-    step_context: IntArray
-    """Context length right after each env step (before any compaction)."""
-    summaries: int = 0
-    """Summaries written for it (by the agent or a frozen summariser)."""
-    summaries_with_answer: int = 0
-    """Of those, how many contain the episode's answer token: a ground-truth check of summary quality
-    for tasks whose answer is a stated token (KeyRecall, PeekRead); 0 for envs without instances."""
-
-
-@dataclass(frozen=True)
-class RolloutBatch:
-    """The harness's output: the credit layer's SegmentBatch plus the token arrays training needs."""
-
-    batch: SegmentBatch
-    segments: list[SegmentTokens]
-    """Aligned with the rows of ``batch``."""
-    rollouts: list[RolloutRecord]
-    config: HarnessConfig
-    v_sum_version: str
-    env_seconds: float
-    agent_seconds: float
-    total_seconds: float
-
-    @property
-    def harness_seconds(self) -> float:
-        """Seconds spent in the harness itself: the total less the env's and the agents' time."""
-        return self.total_seconds - self.env_seconds - self.agent_seconds
-
-    def padded(self) -> dict[str, NDArray[Any]]:
-        """Segments as right-padded (S, T_max) arrays: tokens, attention_mask, optimised_mask, phase,
-        logprobs. Batch-first; masks are 1 where the entry counts."""
-        width = max(s.tokens.size for s in self.segments)
-        n = len(self.segments)
-        out: dict[str, NDArray[Any]] = {
-            "tokens": np.full((n, width), vocab.PAD, dtype=np.int64),
-            "attention_mask": np.zeros((n, width), dtype=np.bool_),
-            "optimised_mask": np.zeros((n, width), dtype=np.bool_),
-            "phase": np.zeros((n, width), dtype=np.int8),
-            "logprobs": np.full((n, width), np.nan),
-        }
-        for r, s in enumerate(self.segments):
-            t = s.tokens.size
-            out["tokens"][r, :t] = s.tokens
-            out["attention_mask"][r, :t] = True
-            out["optimised_mask"][r, :t] = s.optimised
-            out["phase"][r, :t] = s.phase
-            out["logprobs"][r, :t] = s.logprobs
-        return out
-
-
-class _Rollout:
-    """Mutable per-env state of one rollout while the loop runs."""
-
-    __slots__ = (
-        "active",
-        "answer_due",
-        "appended",
-        "blocked",
-        "compactions",
-        "ctx",
-        "ctx_lengths",
-        "finished",
-        "logp",
-        "opt",
-        "overlong",
-        "phase",
-        "prompt_len",
-        "reward",
-        "seg_steps",
-        "segment_id",
-        "segments",
-        "step_context",
-        "step_starts",
-        "steps",
-        "summaries",
-        "summaries_with_answer",
-        "values",
-    )
-
-    def __init__(self, prompt: list[int]) -> None:
-        self.ctx: list[int] = []
-        self.phase: list[int] = []
-        self.opt: list[bool] = []
-        self.logp: list[float] = []
-        self.values: list[float] = []
-        self.step_starts: list[int] = []
-        self.segments: list[SegmentTokens] = []
-        self.ctx_lengths: list[int] = []
-        self.step_context: list[int] = []
-        self.prompt_len = len(prompt)
-        self.active = True
-        self.answer_due = False
-        self.blocked = False
-        self.finished = False
-        self.overlong = ""
-        self.reward = 0.0
-        self.steps = 0
-        self.compactions = 0
-        self.seg_steps = 0
-        self.segment_id = -1
-        self.appended = 0
-        self.summaries = 0
-        self.summaries_with_answer = 0
-        self.start_segment(prompt)
-
-    def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:
-        self.ctx = list(tokens)
-        n = len(tokens)
-        self.phase, self.opt = [0] * n, [False] * n
-        self.logp, self.values = [np.nan] * n, [np.nan] * n
-        self.step_starts = step_starts or []
-        self.seg_steps = 0
-        self.segment_id += 1
-
-    def append(
-        self,
-        tokens: list[int] | tuple[int, ...],
-        phase: int = 0,
-        optimised: bool = False,
-        logp: Any = None,
-        values: Any = None,
-    ) -> None:
-        k = len(tokens)
-        self.appended += k
-        self.ctx.extend(tokens)  # callers pass Python ints (lists from .tolist(), markers)
-        self.phase.extend([phase] * k)
-        self.opt.extend([optimised] * k)
-        self.logp.extend([np.nan] * k if logp is None else [float(x) for x in logp])
-        self.values.extend([np.nan] * k if values is None else [float(x) for x in values])
-
-    def append_turn(self, marker: int, token: int, phase: int, logp: float, value: float) -> None:
-        """An action or answer turn: the harness's marker, then the agent's optimised token."""
-        self.appended += ACTION_TURN
-        self.ctx += (marker, token)
-        self.phase += (0, phase)
-        self.opt += (False, True)
-        self.logp += (np.nan, logp)
-        self.values += (np.nan, value)
-
-    def truncate(self, n: int) -> None:
-        for seq in (self.ctx, self.phase, self.opt, self.logp, self.values):
-            del seq[n:]
-
-    def close_segment(self) -> None:
-        self.segments.append(
-            SegmentTokens(
-                tokens=np.asarray(self.ctx, dtype=np.int64),
-                optimised=np.asarray(self.opt, dtype=np.bool_),
-                phase=np.asarray(self.phase, dtype=np.int8),
-                logprobs=np.asarray(self.logp),
-                values=np.asarray(self.values),
-            )
-        )
-
-    def end(self, reason: str = "", reward: float = 0.0) -> None:
-        self.active = False
-        self.finished = reason == ""
-        self.overlong = reason
-        self.reward = reward if self.finished else 0.0
-        self.close_segment()
-
-    def steps_in_context(self, end: int | None = None) -> list[list[int]]:
-        """The whole atomic steps in the context, up to ``end`` (default: its end)."""
-        bounds = [*self.step_starts, len(self.ctx) if end is None else end]
-        return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
-
-
-def _answers(env: Any) -> IntArray | None:
-    """Each env's current answer token, for simlab tasks (their instances are known); else None.
-
-    Read while a summary is written: the episode is still running, so the env has not reset it yet.
-    """
-    inst = getattr(env, "instances", None)
-    return None if inst is None else np.asarray(inst.answer)
-
-
-def _strip(obs: IntArray) -> list[int]:
-    out: list[int] = obs[obs != vocab.PAD].tolist()
-    return out
-
-
-@dataclass
-class _Clock:
-    env: float = 0.0
-    agent: float = 0.0
-
-
-@dataclass
-class _Summary:
-    """A summary the writer produced for one env; log-probs and values only when the actor wrote it."""
-
-    tokens: list[int]
-    logprobs: FloatArray | None
-    values: FloatArray | None
-
-
-@dataclass(eq=False)
-class _Loop:
-    """Everything one ``run_rollouts`` call shares between its phases: what it was given, and its state.
-
-    The phase functions below take it explicitly; the mutable parts are ``rolls``, ``clock`` and
-    ``actions``.
-    """
-
-    env: Any
-    cfg: HarnessConfig
-    trig: Trigger
-    actor: Agent
-    actor_name: str
-    """Names the actor in errors about what it generated."""
-    writer: Agent | None
-    """Who writes summaries: the actor, a separate frozen summariser, or nobody."""
-    masks: dict[str, BoolArray]
-    """``phase_masks`` of the env: the tokens allowed in each phase."""
-    progress: Callable[[int], None] | None
-    rolls: list[_Rollout]
-    """Per env, its rollout's state."""
-    clock: _Clock = field(default_factory=_Clock)
-    env_cfgs: list[HarnessConfig] | None = None
-    """Per env, its settings when thresholds are drawn (``fracs``); None: every env uses ``cfg``."""
-    actions: IntArray = field(init=False)
-    """(n,) the action each env takes at the next env step (0 for envs that do not act)."""
-
-    def __post_init__(self) -> None:
-        self.actions = np.zeros(len(self.rolls), dtype=np.int64)
-
-    def cfg_of(self, i: int) -> HarnessConfig:
-        """Env ``i``'s settings: the run's, with the env's own threshold fraction when thresholds are drawn."""
-        return self.cfg if self.env_cfgs is None else self.env_cfgs[i]
-
-    @property
-    def writer_is_actor(self) -> bool:
-        """The actor writes its own summaries: they are optimised, with its log-probs and values."""
-        return self.writer is self.actor
-
-    def finish(self, i: int, reason: str, reward: float = 0.0) -> None:
-        """End env ``i``'s rollout: answered (``reason=''``) or overlong for ``reason``."""
-        self.rolls[i].end(reason, reward)
-        if self.progress is not None:
-            self.progress(1)
-
-    def ask(
-        self, phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray, agent: Agent,
-        name: str,
-    ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
-        """One batched request to ``agent`` for the envs ``ids``: (n, num) tokens, log-probs, values."""
-        req = Request(
-            phase=phase,
-            contexts=[np.asarray(c, dtype=np.int64) for c in contexts],
-            num_tokens=num,
-            allowed=allowed,
-            env_ids=np.asarray(ids, dtype=np.int64),
-            segment_ids=np.asarray([self.rolls[i].segment_id for i in ids], dtype=np.int64),
-            window=self.cfg.window,
-            env=self.env,
-        )
-        t0 = time.perf_counter()
-        gen = agent.generate(req)
-        self.clock.agent += time.perf_counter() - t0
-        toks = check_generation(gen, req, name)
-        lp = None if gen.logprobs is None else np.asarray(gen.logprobs, dtype=np.float64)
-        vals = None if gen.values is None else np.asarray(gen.values, dtype=np.float64)
-        return toks, lp, vals
 
 
 def run_rollouts(
@@ -388,7 +69,7 @@ def run_rollouts(
 
     Each round, every active env takes one turn (``_take_turns``: an action, or the answer once the
     env asked for it), the envs that acted step together (``_step_env``), and those whose trigger
-    fired are compacted (``_compact``). A COMPACT action compacts at once and asks that env again.
+    fired are compacted (``compact``). A COMPACT action compacts at once and asks that env again.
     """
     cfg = config if config is not None else HarnessConfig()
     trig: Trigger = TRIGGERS.get(cfg.trigger)
@@ -401,7 +82,7 @@ def run_rollouts(
     writer = _writer(cfg, env, actor, summariser, seed=seed, quality=quality)
     masks = phase_masks(env, cfg.trigger)  # the same table the trainer rescores tokens under
     t_start = time.perf_counter()
-    loop = _Loop(
+    loop = LoopState(
         env=env, cfg=cfg, trig=trig, actor=actor, actor_name=agent if isinstance(agent, str) else type(agent).__name__,
         writer=writer, masks=masks, progress=progress, rolls=_start(env, cfg, seed=seed, group_size=group_size),
         env_cfgs=_env_configs(env, cfg, fracs),
@@ -410,7 +91,7 @@ def run_rollouts(
     while any(ro.active for ro in loop.rolls):
         fired = _step_env(loop, _take_turns(loop))
         if fired:
-            _compact(loop, fired, discard=discard)
+            compact(loop, fired, discard=discard)
     return _assemble(loop.rolls, cfg, group_size, loop.clock, time.perf_counter() - t_start)
 
 
@@ -444,7 +125,7 @@ def _env_configs(
     return [made[f] for f in values.tolist()]
 
 
-def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[_Rollout]:
+def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[RolloutState]:
     """Reset every env (a group shares a seed), check that the window holds one turn, open the rollouts.
 
     An env that takes the ``rollout`` reset option (``metadata["reset_options"]``: simlab's vector envs) is
@@ -458,11 +139,11 @@ def _start(env: Any, cfg: HarnessConfig, *, seed: int, group_size: int) -> list[
     else:
         obs, _ = env.reset(seed=seeds)
     check_window(env, cfg)
-    return [_Rollout([vocab.BOS, *_strip(np.asarray(obs[i]))]) for i in range(n)]
+    return [RolloutState([vocab.BOS, *strip_pad(np.asarray(obs[i]))]) for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------- act and answer
-def _take_turns(loop: _Loop) -> list[int]:
+def _take_turns(loop: LoopState) -> list[int]:
     """Every active env takes one turn: an action, or its answer once the last observation asked.
 
     An env that asks to compact (``ACT COMPACT`` under the ``policy`` trigger) is compacted and asked
@@ -475,12 +156,12 @@ def _take_turns(loop: _Loop) -> list[int]:
         requested = _act(loop, [i for i in pending if not loop.rolls[i].answer_due], acted)
         _answer(loop, [i for i in pending if loop.rolls[i].answer_due], acted)
         if requested:
-            _compact(loop, requested, discard=False, requested=True)
+            compact(loop, requested, discard=False, requested=True)
         pending = [i for i in requested if loop.rolls[i].active]
     return acted
 
 
-def _act(loop: _Loop, ids: list[int], acted: list[int]) -> list[int]:
+def _act(loop: LoopState, ids: list[int], acted: list[int]) -> list[int]:
     """Ask the actor for one action per env in ``ids``; returns the envs that asked to compact.
 
     Under a trigger that lets the agent compact, COMPACT is offered once per step and only while
@@ -502,14 +183,14 @@ def _act(loop: _Loop, ids: list[int], acted: list[int]) -> list[int]:
     return requested
 
 
-def _answer(loop: _Loop, ids: list[int], acted: list[int]) -> None:
+def _answer(loop: LoopState, ids: list[int], acted: list[int]) -> None:
     """Ask the actor for the answer of every env in ``ids`` (their last observation ended in QUERY)."""
     fit = _fitting(loop, ids)
     if fit:
         _turn(loop, Phase.ANSWER, fit, loop.masks["answer"], acted)
 
 
-def _fitting(loop: _Loop, ids: list[int]) -> list[int]:
+def _fitting(loop: LoopState, ids: list[int]) -> list[int]:
     """The envs in ``ids`` whose context has room for a turn; the others end as overlong ('window')."""
     fit = []
     for i in ids:
@@ -520,7 +201,7 @@ def _fitting(loop: _Loop, ids: list[int]) -> list[int]:
     return fit
 
 
-def _turn(loop: _Loop, phase: Phase, ids: list[int], allowed: BoolArray, acted: list[int]) -> list[int]:
+def _turn(loop: LoopState, phase: Phase, ids: list[int], allowed: BoolArray, acted: list[int]) -> list[int]:
     """One ACT or ANSWER request: append each env's marker and token; a generated action becomes the
     env's next action (appended to ``acted``). Returns the envs that generated COMPACT instead."""
     marker = vocab.ANSWER if phase == Phase.ANSWER else vocab.ACT
@@ -546,7 +227,7 @@ def _turn(loop: _Loop, phase: Phase, ids: list[int], allowed: BoolArray, acted: 
 
 
 # ---------------------------------------------------------------------------------------------- env step
-def _step_env(loop: _Loop, acted: list[int]) -> list[int]:
+def _step_env(loop: LoopState, acted: list[int]) -> list[int]:
     """Step every env (finished envs too; their results are ignored) and record what the envs in
     ``acted`` observed. Ends rollouts that answered or hit a cap; returns those whose trigger fired."""
     t0 = time.perf_counter()
@@ -566,7 +247,7 @@ def _step_env(loop: _Loop, acted: list[int]) -> list[int]:
         if terminated[i]:
             loop.finish(i, "", float(reward[i]))
             continue
-        o = _strip(obs[i])
+        o = strip_pad(obs[i])
         ro.append([vocab.OBS, *o])
         ro.step_context.append(len(ro.ctx))
         ro.answer_due = bool(o) and o[-1] == vocab.QUERY
@@ -587,100 +268,8 @@ def _step_env(loop: _Loop, acted: list[int]) -> list[int]:
     return fired
 
 
-# ---------------------------------------------------------------------------------------------- compact
-def _compact(loop: _Loop, ids: list[int], *, discard: bool, requested: bool = False) -> None:
-    """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
-
-    ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
-    were generated in it) but are not a step, so they never reach the tail.
-    """
-    held, summarise = _before_summary(loop, ids, discard)
-    summaries = _summarise(loop, summarise)
-    for i in ids:
-        if loop.rolls[i].active:
-            _next_segment(loop, i, held.get(i), summaries.get(i), requested)
-
-
-def _before_summary(loop: _Loop, ids: list[int], discard: bool) -> tuple[dict[int, list[int]], list[int]]:
-    """End the envs out of compactions (S) and apply the discard rule; returns the held-back steps by
-    env and the envs to summarise (those whose summary fits the window; the others end)."""
-    cfg, rolls = loop.cfg, loop.rolls
-    summary = loop.trig.kind == "summary"
-    room = cfg.window - len(cfg.v_sum_tokens) - cfg.summary_tokens
-    held: dict[int, list[int]] = {}
-    summarise: list[int] = []
-    for i in ids:
-        ro = rolls[i]
-        if summary and ro.compactions >= cfg.max_compactions:
-            loop.finish(i, "compactions")  # S caps summaries; the sliding baseline has no cap
-            continue
-        if discard and ro.step_starts:
-            # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
-            held[i] = ro.ctx[ro.step_starts[-1] :]
-            ro.truncate(ro.step_starts.pop())
-        if summary and loop.writer is not None:
-            if len(ro.ctx) > room:
-                loop.finish(i, "window")  # the summary itself would not fit: SUPO's truncated summary
-                continue
-            summarise.append(i)
-    return held, summarise
-
-
-def _summarise(loop: _Loop, ids: list[int]) -> dict[int, _Summary]:
-    """One SUMMARY request (``v_sum`` then m tokens) for the envs ``ids``; counts each summary that
-    holds the episode's answer. Log-probs and values are kept only when the actor wrote them."""
-    if not ids or loop.writer is None:
-        return {}
-    v_sum = list(loop.cfg.v_sum_tokens)
-    toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids],
-                              loop.cfg.summary_tokens, loop.masks["summary"], loop.writer, "summariser")
-    answers = _answers(loop.env)
-    own = loop.writer_is_actor
-    out: dict[int, _Summary] = {}
-    for r, i in enumerate(ids):
-        ro = loop.rolls[i]
-        ro.summaries += 1
-        ro.summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
-        out[i] = _Summary(toks[r].tolist(), lp[r] if (own and lp is not None) else None,
-                          vals[r] if (own and vals is not None) else None)
-    return out
-
-
-def _next_segment(loop: _Loop, i: int, held: list[int] | None, summary: _Summary | None, requested: bool) -> None:
-    """Close env ``i``'s segment (after writing its summary, if any) and open the next one: the prompt,
-    the summary block, and as many of the newest steps as the tail allows and the trigger's limit fits."""
-    cfg, ro = loop.cfg, loop.rolls[i]
-    steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
-    if held is not None:
-        steps.append(held)
-    head = ro.ctx[: ro.prompt_len]
-    if loop.trig.kind == "slide":
-        keep = steps
-    else:
-        if summary is not None:
-            own = loop.writer_is_actor
-            ro.append(list(cfg.v_sum_tokens))
-            ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
-            ro.ctx_lengths.append(len(ro.ctx))
-            head = [*head, vocab.SUMMARY, *summary.tokens]
-        keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
-    ro.close_segment()
-    limit = loop.trig.limit(loop.cfg_of(i))
-    while keep and len(head) + sum(map(len, keep)) > limit:
-        keep = keep[1:]  # CompactionRL: shrink k until the tail fits (the slide drops its oldest steps)
-    starts, pos = [], len(head)
-    for st in keep:
-        starts.append(pos)
-        pos += len(st)
-    ro.start_segment(head + [t for st in keep for t in st], starts)
-    ro.compactions += 1
-    ro.blocked = True
-    if len(ro.ctx) > cfg.window:
-        loop.finish(i, "window")
-
-
 def _assemble(
-    rolls: list[_Rollout], cfg: HarnessConfig, group_size: int, clock: _Clock, total: float
+    rolls: list[RolloutState], cfg: HarnessConfig, group_size: int, clock: Clock, total: float
 ) -> RolloutBatch:
     segments: list[SegmentTokens] = []
     records: list[RolloutRecord] = []

@@ -11,8 +11,8 @@ import numpy as np
 
 from simlab.errors import ConfigError
 from simlab.harness.agents import SCRIPTED_QUALITY
-from simlab.harness.loop import RolloutBatch
 from simlab.harness.protocol import Agent
+from simlab.harness.records import RolloutBatch
 
 
 def corr(x: np.ndarray, y: np.ndarray) -> float:

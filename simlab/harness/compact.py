@@ -1,0 +1,102 @@
+"""Compaction: closing the segments of the envs whose trigger fired (or that asked with ``ACT COMPACT``),
+writing their summaries, and opening each next segment from the prompt, the summary and a verbatim tail.
+"""
+
+from __future__ import annotations
+
+from simlab.harness.protocol import ACTION_TURN, Phase
+from simlab.harness.state import LoopState, WrittenSummary, answer_tokens
+from simlab.tasks import vocab
+
+
+def compact(loop: LoopState, ids: list[int], *, discard: bool, requested: bool = False) -> None:
+    """Close the segment of every env in ``ids`` and start the next one from a summary or a slide.
+
+    ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
+    were generated in it) but are not a step, so they never reach the tail.
+    """
+    held, summarise = _before_summary(loop, ids, discard)
+    summaries = _summarise(loop, summarise)
+    for i in ids:
+        if loop.rolls[i].active:
+            _next_segment(loop, i, held.get(i), summaries.get(i), requested)
+
+
+def _before_summary(loop: LoopState, ids: list[int], discard: bool) -> tuple[dict[int, list[int]], list[int]]:
+    """End the envs out of compactions (S) and apply the discard rule; returns the held-back steps by
+    env and the envs to summarise (those whose summary fits the window; the others end)."""
+    cfg, rolls = loop.cfg, loop.rolls
+    summary = loop.trig.kind == "summary"
+    room = cfg.window - len(cfg.v_sum_tokens) - cfg.summary_tokens
+    held: dict[int, list[int]] = {}
+    summarise: list[int] = []
+    for i in ids:
+        ro = rolls[i]
+        if summary and ro.compactions >= cfg.max_compactions:
+            loop.finish(i, "compactions")  # S caps summaries; the sliding baseline has no cap
+            continue
+        if discard and ro.step_starts:
+            # SUPO: the step that crossed the threshold is not summarised; it may survive in the tail
+            held[i] = ro.ctx[ro.step_starts[-1] :]
+            ro.truncate(ro.step_starts.pop())
+        if summary and loop.writer is not None:
+            if len(ro.ctx) > room:
+                loop.finish(i, "window")  # the summary itself would not fit: SUPO's truncated summary
+                continue
+            summarise.append(i)
+    return held, summarise
+
+
+def _summarise(loop: LoopState, ids: list[int]) -> dict[int, WrittenSummary]:
+    """One SUMMARY request (``v_sum`` then m tokens) for the envs ``ids``; counts each summary that
+    holds the episode's answer. Log-probs and values are kept only when the actor wrote them."""
+    if not ids or loop.writer is None:
+        return {}
+    v_sum = list(loop.cfg.v_sum_tokens)
+    toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids],
+                              loop.cfg.summary_tokens, loop.masks["summary"], loop.writer, "summariser")
+    answers = answer_tokens(loop.env)
+    own = loop.writer_is_actor
+    out: dict[int, WrittenSummary] = {}
+    for r, i in enumerate(ids):
+        ro = loop.rolls[i]
+        ro.summaries += 1
+        ro.summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
+        out[i] = WrittenSummary(toks[r].tolist(), lp[r] if (own and lp is not None) else None,
+                          vals[r] if (own and vals is not None) else None)
+    return out
+
+
+def _next_segment(
+    loop: LoopState, i: int, held: list[int] | None, summary: WrittenSummary | None, requested: bool
+) -> None:
+    """Close env ``i``'s segment (after writing its summary, if any) and open the next one: the prompt,
+    the summary block, and as many of the newest steps as the tail allows and the trigger's limit fits."""
+    cfg, ro = loop.cfg, loop.rolls[i]
+    steps = ro.steps_in_context(len(ro.ctx) - ACTION_TURN if requested else None)
+    if held is not None:
+        steps.append(held)
+    head = ro.ctx[: ro.prompt_len]
+    if loop.trig.kind == "slide":
+        keep = steps
+    else:
+        if summary is not None:
+            own = loop.writer_is_actor
+            ro.append(list(cfg.v_sum_tokens))
+            ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
+            ro.ctx_lengths.append(len(ro.ctx))
+            head = [*head, vocab.SUMMARY, *summary.tokens]
+        keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
+    ro.close_segment()
+    limit = loop.trig.limit(loop.cfg_of(i))
+    while keep and len(head) + sum(map(len, keep)) > limit:
+        keep = keep[1:]  # CompactionRL: shrink k until the tail fits (the slide drops its oldest steps)
+    starts, pos = [], len(head)
+    for st in keep:
+        starts.append(pos)
+        pos += len(st)
+    ro.start_segment(head + [t for st in keep for t in st], starts)
+    ro.compactions += 1
+    ro.blocked = True
+    if len(ro.ctx) > cfg.window:
+        loop.finish(i, "window")

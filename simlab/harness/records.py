@@ -1,0 +1,112 @@
+"""What the harness returns: each segment as a training sample (:class:`SegmentTokens`), what happened in
+each rollout (:class:`RolloutRecord`), and the batch of both with the credit layer's SegmentBatch
+(:class:`RolloutBatch`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simlab.harness.config import HarnessConfig
+from simlab.harness.protocol import BoolArray, FloatArray, IntArray
+from simlab.segments import SegmentBatch
+from simlab.tasks import vocab
+
+
+@dataclass(frozen=True)
+class SegmentTokens:
+    """One segment as a training sample: the tokens in order, and what each one is."""
+
+    tokens: IntArray
+    """(T,) every token of the segment: its starting context, then steps, then v_sum + summary."""
+    optimised: BoolArray
+    """(T,) True where the trained agent generated the token in this segment (the loss mask)."""
+    phase: NDArray[np.int8]
+    """(T,) ``Phase`` of each token (CONTEXT for everything not generated here)."""
+    logprobs: FloatArray
+    """(T,) the agent's log-probability of each generated token; NaN where none was given."""
+    values: FloatArray
+    """(T,) the agent's value at each generated token; NaN where none was given."""
+
+    @property
+    def num_optimised(self) -> int:
+        """Tokens of the segment the policy generated (the ones the update optimises)."""
+        return int(self.optimised.sum())
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """What happened in one rollout."""
+
+    reward: float
+    finished: bool
+    """Produced an answer (False: overlong)."""
+    overlong: str
+    """'' if finished, else why it stopped: 'steps' (H), 'compactions' (S), 'window' (no longer
+    fits W) or 'truncated' (the env truncated it)."""
+    steps: int
+    """Env steps taken, the answer included."""
+    compactions: int
+    """Compactions (summaries or slides) performed."""
+    tokens: int
+    """Tokens written into its contexts (generated and observed), prompt and rebuilds excluded."""
+    segment_rows: tuple[int, int]
+    """[start, stop) rows of this rollout in ``RolloutBatch.segments`` and the SegmentBatch."""
+    segment_optimised: tuple[int, ...]
+    """Optimised tokens of each of its segments, in order (the SegmentBatch's counts)."""
+    n_after: tuple[int, ...]
+    """N_after of each of its segments: optimised tokens generated after it in this rollout."""
+    context_lengths: IntArray
+    """Working context (conditioning + generated tokens) at every generation, in order."""
+    step_context: IntArray
+    """Context length right after each env step (before any compaction)."""
+    summaries: int = 0
+    """Summaries written for it (by the agent or a frozen summariser)."""
+    summaries_with_answer: int = 0
+    """Of those, how many contain the episode's answer token: a ground-truth check of summary quality
+    for tasks whose answer is a stated token (KeyRecall, PeekRead); 0 for envs without instances."""
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """The harness's output: the credit layer's SegmentBatch plus the token arrays training needs."""
+
+    batch: SegmentBatch
+    segments: list[SegmentTokens]
+    """Aligned with the rows of ``batch``."""
+    rollouts: list[RolloutRecord]
+    config: HarnessConfig
+    v_sum_version: str
+    env_seconds: float
+    agent_seconds: float
+    total_seconds: float
+
+    @property
+    def harness_seconds(self) -> float:
+        """Seconds spent in the harness itself: the total less the env's and the agents' time."""
+        return self.total_seconds - self.env_seconds - self.agent_seconds
+
+    def padded(self) -> dict[str, NDArray[Any]]:
+        """Segments as right-padded (S, T_max) arrays: tokens, attention_mask, optimised_mask, phase,
+        logprobs. Batch-first; masks are 1 where the entry counts."""
+        width = max(s.tokens.size for s in self.segments)
+        n = len(self.segments)
+        out: dict[str, NDArray[Any]] = {
+            "tokens": np.full((n, width), vocab.PAD, dtype=np.int64),
+            "attention_mask": np.zeros((n, width), dtype=np.bool_),
+            "optimised_mask": np.zeros((n, width), dtype=np.bool_),
+            "phase": np.zeros((n, width), dtype=np.int8),
+            "logprobs": np.full((n, width), np.nan),
+        }
+        for r, s in enumerate(self.segments):
+            t = s.tokens.size
+            out["tokens"][r, :t] = s.tokens
+            out["attention_mask"][r, :t] = True
+            out["optimised_mask"][r, :t] = s.optimised
+            out["phase"][r, :t] = s.phase
+            out["logprobs"][r, :t] = s.logprobs
+        return out
