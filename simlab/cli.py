@@ -147,7 +147,8 @@ def audit(
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
     from simlab.analysis.audit import audit as run_audit
-    from simlab.analysis.audit import load_published, to_markdown
+    from simlab.analysis.audit import to_markdown
+    from simlab.analysis.audit_data import load_published
     from simlab.analysis.tables import check_output_dir, write_tables
 
     try:

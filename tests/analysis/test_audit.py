@@ -11,15 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from simlab.analysis import audit as audit_mod
-from simlab.analysis.audit import (
-    AuditDataError,
-    ablation_table,
-    audit,
-    default_data_path,
-    load_published,
-    to_markdown,
-)
+from simlab.analysis.audit import ablation_table, audit, to_markdown
+from simlab.analysis.audit_data import default_data_path, load_published
 from simlab.cli import app
+from simlab.errors import AuditDataError
 
 
 @pytest.fixture(scope="module")
