@@ -1,10 +1,12 @@
 """``simlab report``: a sweep's variants with every difference beside its standard error, and figures.
 
-Owns pooling each grid cell's seeds into a variant and the report's tables; reading the runs is
-:mod:`simlab.analysis.runs`, the figures :mod:`simlab.analysis.figures`, and the arithmetic
-:mod:`simlab.analysis.compare` (means and differences with SEs over seeds and held-out instances, power,
-TOST), the same code ``simlab findings`` judges its rows with. The published ablations come from
-:func:`simlab.analysis.audit.ablation_table`.
+Owns pooling each grid cell's seeds into a variant, the variant and learning-speed tables, and writing
+the report; reading the runs is :mod:`simlab.analysis.runs`, the figures :mod:`simlab.analysis.figures`, the
+health tables :mod:`simlab.analysis.report_health`, the Markdown :mod:`simlab.analysis.report_text`, and the
+arithmetic :mod:`simlab.analysis.compare` (means and differences with SEs over seeds and held-out instances,
+power, TOST), the same code ``simlab findings`` judges its rows with. The published ablations, from
+:func:`simlab.analysis.audit.ablation_table`, are set beside the variants by
+:mod:`simlab.analysis.report_published`.
 
 Units: success rates in percentage points; learning speed as the normalised area under the evaluation
 curve (points) and the RL steps to a threshold.
@@ -20,12 +22,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from simlab import names
 from simlab.analysis import compare, outcomes, power, stats
-from simlab.analysis.audit import ablation_table
 from simlab.analysis.compare import Arm, Judgement
-from simlab.analysis.figures import FIGURES, mechanism_table, write_figures
-from simlab.analysis.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns, eval_health_keys, load_runs, shared_held_out
+from simlab.analysis.figures import FIGURES, write_figures
+from simlab.analysis.report_health import credit_table, evaluation_table
+from simlab.analysis.report_published import against_published
+from simlab.analysis.runs import EVALUATIONS, SweepRuns, load_runs, shared_held_out
 from simlab.analysis.tables import check_output_dir, write_tables
 from simlab.errors import ReportError
 
@@ -237,153 +239,6 @@ def _only(sweep: SweepRuns, variants: list[str]) -> SweepRuns:
     return SweepRuns(sweep.experiment, sweep.experiment_id, sweep.parent_run_id, sweep.baseline_hint,
                      sweep.runs.filter(keep), None if sweep.history is None else sweep.history.filter(keep),
                      None if sweep.episodes is None else sweep.episodes.filter(keep))
-
-
-# ------------------------------------------------------------------- against published ablations
-def _settings(variant: str) -> dict[str, str]:
-    return dict(p.split("=", 1) for p in variant.split(",") if "=" in p)
-
-
-def _same(a: str | None, b: str) -> bool:
-    # cell labels print Python values (True), the published data writes TOML ones (true)
-    return a is not None and a.lower() == b.lower()
-
-
-PUBLISHED_SCHEMA = {
-    "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
-    "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
-    "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
-    "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "same_direction": pl.Boolean,
-    "reproduces_direction": pl.Boolean, "verdict": pl.String,
-}
-"""The columns of :func:`against_published`."""
-
-
-def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.DataFrame:
-    """Each published ablation beside every pair of this sweep's variants that differ only in its
-    setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
-    rows = table.filter((pl.col("evaluation") == evaluation) & (pl.col("statistic") == "final")).to_dicts()
-    measured = {r["variant"]: r for r in rows if r["mean"] is not None}
-    settings = {r["variant"]: _settings(r["variant"]) for r in rows}
-    out: list[dict[str, Any]] = []
-    for ab in ablation_table().iter_rows(named=True):
-        axis = ab["axis"]
-        published = {
-            "ablation": ab["id"], "claim": ab["claim"], "axis": axis, "full_setting": ab["full_setting"],
-            "ablated_setting": ab["ablated_setting"], "published_difference": ab["difference"],
-            "published_sigma": ab["sigma"],
-        }
-        pairs = _ablation_pairs(settings, axis, ab["full_setting"], ab["ablated_setting"])
-        if not pairs:
-            values = sorted({s[axis] for s in settings.values() if axis in s})
-            why = f"takes only {', '.join(values)}" if values else "is not varied"
-            out.append(published | {"verdict": f"not tested: this sweep's `{axis}` {why}"})
-        for f, a in pairs:
-            row = published | {"full_variant": f, "ablated_variant": a}
-            if f in measured and a in measured:
-                row |= _pair_difference(measured[f], measured[a], ab["difference"])
-            else:
-                row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
-            out.append(row)
-    return pl.DataFrame(out, schema=PUBLISHED_SCHEMA)
-
-
-def _ablation_pairs(settings: dict[str, dict[str, str]], axis: str, full: str, ablated: str) -> list[tuple[str, str]]:
-    """(full variant, ablated variant) pairs that differ only in ``axis``, set to ``full`` and ``ablated``."""
-    return [
-        (f, a)
-        for f, sf in settings.items()
-        for a, sa in settings.items()
-        if _same(sf.get(axis), full)
-        and _same(sa.get(axis), ablated)
-        and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
-    ]
-
-
-def _pair_difference(full: dict[str, Any], ablated: dict[str, Any], published: float) -> dict[str, Any]:
-    """ablated - full (two independent means), the horizon ratio, and the verdict against ``published``."""
-    diff = ablated["mean"] - full["mean"]
-    se = math.hypot(ablated["se"], full["se"])
-    sigma = stats.significance(diff, se)
-    return {"difference": diff, "se": se, "sigma": sigma, **stats.horizon_match(ablated["horizon"], full["horizon"]),
-            **_direction(diff, sigma, published)}
-
-
-def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
-    """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
-    size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
-    if diff == 0:  # no sign to compare: neither reproduces nor contradicts the published direction
-        return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
-    same = math.copysign(1.0, diff) == math.copysign(1.0, published)
-    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
-    reading = stats.describe_sigma(sigma).split(" (")[0]
-    if same and significant:
-        verdict = f"reproduces the direction at {size}"
-    elif same:
-        verdict = f"same direction, {reading} ({size})"
-    elif significant:
-        verdict = f"opposite direction at {size}"
-    else:
-        verdict = f"opposite direction, {reading} ({size})"
-    return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
-
-
-# ------------------------------------------------------------------------- health beside success
-def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
-    """Per variant, each credit-health quantity averaged over training steps, then mean and SE over seeds.
-
-    These move with the credit choice itself rather than with learning, so they differ between variants
-    even when a short sweep's success rates are ties: the segment normaliser hands the longer rollouts
-    more loss weight than their token share (Block 1: 80% on 65.8%), and a trajectory-group baseline
-    shifts when segment counts correlate with reward. ``excess`` is weight share minus token share.
-    """
-    if sweep.history is None:
-        return None
-    table = mechanism_table(sweep.history)
-    if table.height == 0:
-        return None
-    per_run = table.group_by("variant", "seed").agg(pl.exclude("step").mean())
-    rows = []
-    for variant in sweep.variants:
-        g = per_run.filter(pl.col("variant") == variant)
-        row: dict[str, Any] = {"variant": variant, "seeds": g.height}
-        for name in ("k_sd", "k_corr", "weight_share", "token_share", "excess", "baseline_shift", "adv_error"):
-            row |= _mean_se(g, name, 0.01 if name == "excess" else 1.0)
-        rows.append(row)
-    return pl.DataFrame(rows, infer_schema_length=None)
-
-
-def _mean_se(frame: pl.DataFrame, column: str, scale: float = 1.0) -> dict[str, float | None]:
-    """``column`` and ``column_se``: the mean over the frame's rows (seeds) and its SE (None below 2)."""
-    values = frame.get_column(column).drop_nulls().drop_nans().to_numpy() * scale if frame.height else np.array([])
-    if values.size == 0:
-        return {column: None, f"{column}_se": None}
-    m = stats.mean_se(values)
-    return {column: m.mean, f"{column}_se": None if values.size < 2 else m.se}
-
-
-def evaluation_table(sweep: SweepRuns) -> pl.DataFrame | None:
-    """Per variant and evaluation, the final evaluation's overlong rate, segments per episode and share of
-    summaries holding the answer: mean and SE over seeds (fractions; the Markdown prints rates in percent)."""
-    if sweep.history is None:
-        return None
-    keys = eval_health_keys()
-    h = sweep.history.filter(pl.col("key").is_in(keys) & pl.col("value").is_not_nan())
-    if h.height == 0:
-        return None
-    final = h.sort("step").group_by(["variant", "seed", "key"]).agg(pl.col("value").last())
-    rows = []
-    for variant in sweep.variants:
-        for name in EVALUATIONS:
-            row: dict[str, Any] = {"variant": variant, "evaluation": name}
-            for field, (_, suffix, _) in EVAL_HEALTH.items():
-                key = names.metric(names.EVALUATIONS[name], suffix)
-                values = final.filter((pl.col("variant") == variant) & (pl.col("key") == key))
-                row |= {k.replace("value", field): v for k, v in _mean_se(values, "value").items()}
-            rows.append(row)
-    table = pl.DataFrame(rows, infer_schema_length=None)
-    played = table.filter(pl.any_horizontal(pl.col(f).is_not_null() for f in EVAL_HEALTH))
-    return table.filter(pl.col("evaluation").is_in(played["evaluation"].unique().to_list()))
 
 
 # ------------------------------------------------------------------------------------ the report

@@ -26,6 +26,8 @@ from scipy import stats as sps
 from simlab import names, tracking
 from simlab.analysis import figures, levels
 from simlab.analysis import report as rp
+from simlab.analysis import report_health as rh
+from simlab.analysis import report_published as rpub
 from tests.stores import run_cli
 
 N = 50
@@ -58,7 +60,7 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
         tags[tracking.VARIANT_TAG] = variant
     run_id = tracking.child_run(client, eid, parent, f"{trial}:{cell}", tags)
     sink = tracking.MlflowSink(client, run_id, figures=False)
-    settings = rp._settings(variant)
+    settings = rpub._settings(variant)
     sink.log_params(
         {
             "eval": {"episodes": N},
@@ -226,7 +228,7 @@ def test_speed_table_reads_the_evaluation_curves(made: rp.Report) -> None:
 
 
 def test_evaluation_table_takes_each_runs_final_evaluation(made: rp.Report) -> None:
-    table = rp.evaluation_table(made.sweep)
+    table = rh.evaluation_table(made.sweep)
     assert table is not None
     row = table.filter((pl.col("variant") == A) & (pl.col("evaluation") == "single_window")).row(0, named=True)
     # final single-window overlong rate 0.0, 0.1, 0.2 over seeds 0-2 (not the 0.5 of earlier steps)
@@ -338,12 +340,12 @@ def test_experiment_by_id(built: Built) -> None:
 def test_direction_against_a_negative_published_delta(
     diff: float, sigma: float, verdict: str, reproduces: bool
 ) -> None:
-    got = rp._direction(diff, sigma, -4.0)
+    got = rpub._direction(diff, sigma, -4.0)
     assert (got["verdict"], got["reproduces_direction"]) == (verdict, reproduces)
 
 
 def test_credit_health_table(made: rp.Report) -> None:
-    credit = rp.credit_table(made.sweep)
+    credit = rh.credit_table(made.sweep)
     assert credit is not None
     rows = {r["variant"]: r for r in credit.iter_rows(named=True)}
     assert rows[C]["excess"] == pytest.approx(0.2) and rows[C]["excess_se"] == pytest.approx(0.0)

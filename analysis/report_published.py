@@ -1,0 +1,105 @@
+"""``simlab report --against-published``: the sweep's variant pairs beside the published ablations.
+
+Owns pairing the variants that differ only in an ablation's setting (ablated - full, like the papers print
+it) and judging the pair's difference against the published direction. The published ablations come from
+:func:`simlab.analysis.audit.ablation_table`, the variant rows from
+:func:`simlab.analysis.report.variant_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+from simlab.analysis import stats
+from simlab.analysis.audit import ablation_table
+
+
+def _settings(variant: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in variant.split(",") if "=" in p)
+
+
+def _same(a: str | None, b: str) -> bool:
+    # cell labels print Python values (True), the published data writes TOML ones (true)
+    return a is not None and a.lower() == b.lower()
+
+
+PUBLISHED_SCHEMA = {
+    "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
+    "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
+    "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
+    "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "same_direction": pl.Boolean,
+    "reproduces_direction": pl.Boolean, "verdict": pl.String,
+}
+"""The columns of :func:`against_published`."""
+
+
+def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.DataFrame:
+    """Each published ablation beside every pair of this sweep's variants that differ only in its
+    setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
+    rows = table.filter((pl.col("evaluation") == evaluation) & (pl.col("statistic") == "final")).to_dicts()
+    measured = {r["variant"]: r for r in rows if r["mean"] is not None}
+    settings = {r["variant"]: _settings(r["variant"]) for r in rows}
+    out: list[dict[str, Any]] = []
+    for ab in ablation_table().iter_rows(named=True):
+        axis = ab["axis"]
+        published = {
+            "ablation": ab["id"], "claim": ab["claim"], "axis": axis, "full_setting": ab["full_setting"],
+            "ablated_setting": ab["ablated_setting"], "published_difference": ab["difference"],
+            "published_sigma": ab["sigma"],
+        }
+        pairs = _ablation_pairs(settings, axis, ab["full_setting"], ab["ablated_setting"])
+        if not pairs:
+            values = sorted({s[axis] for s in settings.values() if axis in s})
+            why = f"takes only {', '.join(values)}" if values else "is not varied"
+            out.append(published | {"verdict": f"not tested: this sweep's `{axis}` {why}"})
+        for f, a in pairs:
+            row = published | {"full_variant": f, "ablated_variant": a}
+            if f in measured and a in measured:
+                row |= _pair_difference(measured[f], measured[a], ab["difference"])
+            else:
+                row |= {"verdict": "not measured: a variant of the pair has no finished run with the metric"}
+            out.append(row)
+    return pl.DataFrame(out, schema=PUBLISHED_SCHEMA)
+
+
+def _ablation_pairs(settings: dict[str, dict[str, str]], axis: str, full: str, ablated: str) -> list[tuple[str, str]]:
+    """(full variant, ablated variant) pairs that differ only in ``axis``, set to ``full`` and ``ablated``."""
+    return [
+        (f, a)
+        for f, sf in settings.items()
+        for a, sa in settings.items()
+        if _same(sf.get(axis), full)
+        and _same(sa.get(axis), ablated)
+        and {k: v for k, v in sf.items() if k != axis} == {k: v for k, v in sa.items() if k != axis}
+    ]
+
+
+def _pair_difference(full: dict[str, Any], ablated: dict[str, Any], published: float) -> dict[str, Any]:
+    """ablated - full (two independent means), the horizon ratio, and the verdict against ``published``."""
+    diff = ablated["mean"] - full["mean"]
+    se = math.hypot(ablated["se"], full["se"])
+    sigma = stats.significance(diff, se)
+    return {"difference": diff, "se": se, "sigma": sigma, **stats.horizon_match(ablated["horizon"], full["horizon"]),
+            **_direction(diff, sigma, published)}
+
+
+def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
+    """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
+    size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
+    if diff == 0:  # no sign to compare: neither reproduces nor contradicts the published direction
+        return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
+    same = math.copysign(1.0, diff) == math.copysign(1.0, published)
+    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
+    reading = stats.describe_sigma(sigma).split(" (")[0]
+    if same and significant:
+        verdict = f"reproduces the direction at {size}"
+    elif same:
+        verdict = f"same direction, {reading} ({size})"
+    elif significant:
+        verdict = f"opposite direction at {size}"
+    else:
+        verdict = f"opposite direction, {reading} ({size})"
+    return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
