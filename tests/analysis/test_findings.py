@@ -12,6 +12,7 @@ import pytest
 
 from simlab.analysis import findings as fd
 from simlab.analysis import findings_data as fdd
+from simlab.analysis import findings_spec as fs
 from simlab.analysis import findings_text
 from simlab.analysis.findings_data import SpecData
 from tests.stores import run_cli
@@ -33,10 +34,10 @@ mechanism = [{ metric = "health/baseline_shift/mean", reduce = "mean", label = "
 """
 
 
-def row(tmp_path: Path, text: str = ROW) -> fd.FindingRow:
+def row(tmp_path: Path, text: str = ROW) -> fs.FindingRow:
     path = tmp_path / "toy.toml"
     path.write_text(text, encoding="utf-8")
-    return fd.parse_rows(path)[0]
+    return fs.parse_rows(path)[0]
 
 
 def frame(arms: dict[str, list[float]], shift: float = 0.1):
@@ -240,7 +241,7 @@ control_baseline = { preset = "peekread-zero", steps = 0 }
 def test_a_shared_held_out_set_bounds_the_instance_term(tmp_path):
     text = HELD_OUT.replace("eval.episodes = 100", "eval.episodes = 100\neval.seed = 1000000\nbase.seed = 0")
     r = row(tmp_path, text)
-    spec = fd.design(r)
+    spec = fs.design(r)
     assert (spec.episodes, spec.base_fixed, spec.eval_fixed) == (100, True, True)
     f = frame({"preset=peekread-pos,steps=20": [0.0] * 3, "preset=peekread-pos,steps=0": [0.2] * 3,
                "preset=peekread-zero,steps=20": [0.30, 0.31, 0.29], "preset=peekread-zero,steps=0": [0.3] * 3})
@@ -249,10 +250,10 @@ def test_a_shared_held_out_set_bounds_the_instance_term(tmp_path):
     assert got["se_from"] == "rates-bound" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
     assert got["conditional"] == "conditional on one base model and one held-out set"
     assert "conditional on one base model and one held-out set" in findings_text.to_compact(fd.Findings([got], {}))
-    own = fd.design(row(tmp_path, HELD_OUT))  # sweeps vary both by default
+    own = fs.design(row(tmp_path, HELD_OUT))  # sweeps vary both by default
     assert (own.base_fixed, own.eval_fixed, own.seeds_vary) == (False, False, "base model, held-out set, RL sampling")
     toy = row(tmp_path)  # presets that do not resolve: read conservatively, as holding both fixed
-    assert fd.design(toy).episodes is None and fd.design(toy).conditional
+    assert fs.design(toy).episodes is None and fs.design(toy).conditional
 
 
 def test_the_compact_table_fits_110_columns():
