@@ -35,17 +35,11 @@ import optuna
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the tests' toy backend and service helpers
 
-from simlab.sweep import parse_spec  # noqa: E402
-from simlab.sweep.runner import (  # noqa: E402
-    TrialContext,
-    _suggest,
-    _tell,
-    claim,
-    enqueue_missing,
-    open_storage,
-    this_owner,
-)
+from simlab.names import ATTR_OWNER, ATTR_RUN  # noqa: E402
+from simlab.sweep import lifecycle, parse_spec  # noqa: E402
 from simlab.sweep.spec import SweepSpec  # noqa: E402
+from simlab.sweep.study import enqueue_missing, open_storage  # noqa: E402
+from simlab.sweep.trial import TrialContext, _suggest, claim  # noqa: E402
 from tests.services import Postgres, start_mlflow_server, stop_group  # noqa: E402
 from tests.stores import TOY  # noqa: E402
 
@@ -117,16 +111,16 @@ def storage_cycle(spec: SweepSpec, location: str, trials: int) -> float:
     storage = open_storage(location, tracking_uri=None)
     study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize")
     enqueue_missing(study, spec)
-    ctx = TrialContext(spec, TOY, location, "", None, "0", "0", this_owner(), "")
+    ctx = TrialContext(spec, TOY, location, "", None, "0", "0", lifecycle.this_owner(), "")
     times = []
     for _ in range(trials):
         t0 = time.perf_counter()
         trial = claim(study, ctx)
         assert trial is not None
-        storage.set_trial_user_attr(trial._trial_id, "owner", ctx.coordinator)
+        lifecycle.record(trial, {ATTR_OWNER: ctx.coordinator})
         _suggest(trial, spec)
-        storage.set_trial_user_attr(trial._trial_id, "mlflow_run_id", "0" * 32)
-        _tell(study, trial, values=0.5)
+        lifecycle.record(trial, {ATTR_RUN: "0" * 32})
+        lifecycle.finish(study, trial, 0.5)
         times.append(time.perf_counter() - t0)
     return statistics.mean(times)
 

@@ -1,6 +1,10 @@
-"""Sweeps: TOML specs (:mod:`.spec`), trial backends (:mod:`.backend`) and the Optuna runner (:mod:`.runner`).
+"""Sweeps: TOML specs (:mod:`.spec`), trial backends (:mod:`.backend`) and the Optuna runner.
 
-The only package that imports optuna. Import :mod:`.runner` lazily: parsing a spec needs no optuna.
+The runner is four modules: the coordinator (:mod:`.runner`), the study and its trials table
+(:mod:`.study`), one trial in a worker (:mod:`.trial`), and every write to a trial's state
+(:mod:`.lifecycle`); a database study's pieces are in :mod:`.rdb`.
+
+The only package that imports optuna. Import those modules lazily: parsing a spec needs no optuna.
 """
 
 from simlab.errors import BackendError, SpecError

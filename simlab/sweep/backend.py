@@ -119,7 +119,7 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
 
 def _one_base(cfg: RunConfig, store: Path) -> Path:
     """One base checkpoint in a pool process, on one thread like a trial."""
-    from simlab.sweep.runner import limit_threads
+    from simlab.sweep.trial import limit_threads
 
     limit_threads()
     from simlab.train.base import base_checkpoint

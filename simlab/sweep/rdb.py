@@ -1,18 +1,18 @@
 """A study in a database, shared by processes on any number of hosts (PostgreSQL; SQLite on one host).
 
-Three pieces, each Optuna's own mechanism or the database's:
+Two pieces, each Optuna's own mechanism or the database's:
 
 - **Optuna's heartbeat** (:class:`optuna.storages.RDBStorage` ``heartbeat_interval``): a worker records a
-  heartbeat for its trial every interval. Any process that calls :func:`fail_stale` fails the RUNNING
-  trials whose last heartbeat is older than the grace period, whichever host ran them, and hands each to
-  the storage's ``heartbeat_stale_trial_callback`` (the runner's: record why, end the MLflow run, queue
-  the cell again with Optuna's ``RetryHeartbeatStaleTrialCallback``).
+  heartbeat for its trial every interval (:class:`.lifecycle.Beat`). Any process that reaps
+  (:func:`.lifecycle.reap`) fails the RUNNING trials whose last heartbeat is older than the grace period,
+  whichever host ran them, and hands each to the storage's ``heartbeat_stale_trial_callback``
+  (:class:`.lifecycle.RequeueStale`: record why, end the MLflow run, queue the cell again).
 - **A lock in the database** around reconcile + enqueue (:func:`study_lock`): a PostgreSQL session
   advisory lock keyed by the study name, so that hosts starting the same spec at once enqueue each cell
   once; PostgreSQL releases it when the holder's connection drops, so a killed holder blocks nobody.
-- :class:`Beat`: the thread that records the heartbeat. ``Study.optimize`` runs Optuna's own beat
-  thread, but the runner claims queued trials itself (see :mod:`.runner`), so it beats here, through
-  the same ``RDBStorage.record_heartbeat``, and also notices when its trial was failed as stale.
+
+``Study.optimize`` runs Optuna's own beat thread, but the runner claims queued trials itself, so
+:class:`.lifecycle.Beat` records the heartbeat through the same ``RDBStorage.record_heartbeat``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, RDBStorage
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from simlab.stores import file_lock, sqlite_path
 
@@ -67,12 +66,6 @@ def heartbeat_on(storage: BaseStorage) -> bool:
     return interval is not None and interval() is not None
 
 
-def fail_stale(study: optuna.Study) -> None:
-    """Optuna's ``fail_stale_trials``: stale RUNNING trials become FAIL and go to the stale callback."""
-    with quiet():
-        optuna.storages.fail_stale_trials(study)
-
-
 def _lock_key(name: str) -> int:
     """A signed 64-bit advisory-lock key for the study (the same on every host)."""
     return int.from_bytes(hashlib.sha256(f"simlab-study:{name}".encode()).digest()[:8], "big", signed=True)
@@ -105,46 +98,3 @@ def study_lock(url: str, name: str) -> Iterator[None]:
             with contextlib.suppress(Exception):  # a dropped connection has released the lock already
                 conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
                 conn.commit()
-
-
-class Beat:
-    """Records Optuna's heartbeat for one trial until stopped; sets :attr:`lost` once the trial is no
-    longer RUNNING (another process failed it as stale: this worker must not finish it)."""
-
-    def __init__(self, storage: BaseStorage, trial_id: int) -> None:
-        self.storage = storage
-        self.trial_id = trial_id
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Beat:
-        """Record a first heartbeat and start the thread that keeps recording them (a database study only)."""
-        if not heartbeat_on(self.storage):
-            return self
-        self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
-        # a daemon: a worker stopped by Ctrl-C must not stay alive beating for a trial it abandoned
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(self.storage.get_heartbeat_interval(),),  # type: ignore[attr-defined]
-            daemon=True,
-            name="simlab-heartbeat",
-        )
-        self._thread.start()
-        return self
-
-    def _run(self, interval: int) -> None:
-        while not self._stop.wait(interval):
-            try:
-                self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
-                if self.storage.get_trial(self.trial_id).state != TrialState.RUNNING:
-                    self.lost.set()
-                    return
-            except Exception:  # a database hiccup: the next beat tries again; the grace period allows it
-                continue
-
-    def stop(self) -> None:
-        """Stop the heartbeat thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)

@@ -17,17 +17,11 @@ from pathlib import Path
 from simlab import stores, tracking
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND
-from simlab.sweep.runner import (
-    SweepResult,
-    TrialOutcome,
-    drain,
-    host_name,
-    open_sweep,
-    prepare_shared,
-    results_dir,
-    write_trials,
-)
+from simlab.sweep.lifecycle import host_name
+from simlab.sweep.runner import SweepResult, drain, open_sweep, prepare_shared
 from simlab.sweep.spec import SweepSpec
+from simlab.sweep.study import results_dir, write_trials
+from simlab.sweep.trial import TrialOutcome
 
 
 def run_worker(

@@ -202,7 +202,7 @@ def test_enqueue_under_the_database_lock_is_idempotent(optuna_db: str) -> None:
 
     from simlab.sweep import parse_spec
     from simlab.sweep.rdb import open_rdb
-    from simlab.sweep.runner import enqueue_missing, storage_lock
+    from simlab.sweep.study import enqueue_missing, storage_lock
 
     spec = parse_spec(tomllib.loads(SPEC.format(name="racing", step_seconds=0.0)))
     optuna.create_study(study_name=spec.name, storage=optuna_db)

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from simlab import tracking
 from simlab.sweep import load_spec
-from simlab.sweep.runner import open_storage
+from simlab.sweep.study import open_storage
 from tests.stores import Stores, write_spec
 
 REPO = Path(__file__).resolve().parents[2]

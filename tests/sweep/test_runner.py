@@ -10,8 +10,8 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab import tracking
-from simlab.sweep import parse_spec
-from simlab.sweep.runner import enqueue_missing, open_storage
+from simlab.sweep import lifecycle, parse_spec
+from simlab.sweep.study import enqueue_missing, open_storage
 from tests.stores import TOY, Stores, run_cli, write_spec
 
 SPEC = """
@@ -36,10 +36,9 @@ def test_enqueue_each_cell_exactly_once(tmp_path: Path) -> None:
     cells = [t.user_attrs["cell"] for t in study.get_trials()]
     assert sorted(cells) == sorted(c.key for c in spec.cells())
     # a cell whose trial failed for a reason other than divergence is queued again, once
-    first = study.get_trials()[0]
-    storage.set_trial_state_values(first._trial_id, TrialState.RUNNING)
-    storage.set_trial_user_attr(first._trial_id, "failure", "killed")
-    storage.set_trial_state_values(first._trial_id, TrialState.FAIL)
+    first = lifecycle.claim_waiting(study)
+    assert first is not None
+    assert lifecycle.fail(study, first, lifecycle.KILLED, "killed: its process died")
     assert enqueue_missing(study, spec) == 1
     assert enqueue_missing(study, spec) == 0
 

@@ -9,7 +9,7 @@ import optuna
 
 from simlab import tracking
 from simlab.sweep import parse_spec
-from simlab.sweep.runner import open_storage
+from simlab.sweep.study import open_storage
 from tests.stores import TINY, Stores, run_cli, write_spec
 
 

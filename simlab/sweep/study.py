@@ -1,0 +1,235 @@
+"""A sweep's study: where it lives, its lock, how a grid cell maps to a trial, reconcile and enqueue,
+and the trials table.
+
+- **Grid x seeds are enqueued explicitly**, one waiting trial per missing cell, under the study's lock.
+  ``GridSampler`` re-samples points after a crash and ``enqueue_trial(skip_if_exists=True)`` also skips
+  cells whose only trial FAILED, so neither gives "each cell exactly once".
+- **Stale trials are reconciled here**: a rerun fails the trials whose worker died (found by
+  :mod:`.lifecycle`: Optuna's heartbeat for a database study, the owner's process for a journal, which
+  has none), ends their MLflow runs KILLED, and enqueues their cells again. Finished trials and runs are
+  never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+import polars as pl
+from optuna.storages import BaseStorage, JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from simlab import names, stores, tracking
+from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_REASON, ATTR_REPLACES, ATTR_RUN, ATTR_SEED
+from simlab.sweep import lifecycle, rdb
+from simlab.sweep.spec import Cell, SweepSpec
+
+JOURNAL_NAME = stores.JOURNAL_NAME
+FINAL_FAILURES = ("diverged",)
+"""Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
+FINAL_IN_RUN = (*FINAL_FAILURES, "error")
+"""Within one run an error is final too (a deterministic one would be retried forever); the next
+``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
+
+
+# --- where things live ---
+
+
+def storage_location(storage: str | None, root: Path) -> str:
+    """``--storage`` as given (RDB URL or journal file path), else ``<root>/mlruns/optuna-journal.log``."""
+    return stores.study_store(storage, root).location
+
+
+def open_storage(
+    location: str, heartbeat: int = rdb.HEARTBEAT_S, tracking_uri: str | None = None
+) -> BaseStorage:
+    """A journal file (safe for processes on one host) or an RDB URL (PostgreSQL for several hosts).
+
+    An RDB storage runs Optuna's heartbeat; its stale trials go to :class:`.lifecycle.RequeueStale`,
+    which ends their MLflow runs in ``tracking_uri``.
+    """
+    if "://" in location:
+        return rdb.open_rdb(location, heartbeat=heartbeat, on_stale=lifecycle.RequeueStale(tracking_uri))
+    Path(location).parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(location))
+
+
+@contextlib.contextmanager
+def storage_lock(location: str, name: str = "") -> Iterator[None]:
+    """Serialise reconcile + enqueue between processes sharing a study: a file lock beside a journal
+    file, the database's lock for an RDB storage (hosts starting the same spec at once)."""
+    if "://" in location:
+        with rdb.study_lock(location, name):
+            yield
+        return
+    Path(location).parent.mkdir(parents=True, exist_ok=True)
+    with stores.file_lock(location):
+        yield
+
+
+# --- Optuna parameter encoding (categoricals hold scalars only) ---
+
+
+def encode(value: Any) -> Any:
+    """A grid value as an Optuna categorical holds it: a list becomes its JSON text."""
+    return json.dumps(value) if isinstance(value, list) else value
+
+
+def decode(value: Any, grid: Sequence[Any] | None) -> Any:
+    """The grid value back from :func:`encode` (JSON text is a list only where the grid holds lists)."""
+    if isinstance(value, str) and grid is not None and any(isinstance(g, list) for g in grid):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(value)
+    return value
+
+
+def cell_params(cell: Cell) -> dict[str, Any]:
+    """A cell's point as Optuna parameters, list values JSON-encoded (categoricals hold scalars only). The
+    seed is no parameter: it goes in the trial's user attributes (:func:`cell_attrs`), so that Optuna's
+    parameter importance ranks the searched axes only."""
+    return {k: encode(v) for k, v in cell.params.items()}
+
+
+def cell_attrs(cell: Cell) -> dict[str, Any]:
+    """The user attributes a queued cell starts with: its identity and its seed."""
+    return {ATTR_CELL: cell.key, ATTR_SEED: cell.seed}
+
+
+def trial_seed(trial: optuna.Trial | FrozenTrial, spec: SweepSpec) -> int:
+    """A trial's seed: its cell's (grid; a study from before the seed left the parameters recorded it
+    there too), else the seeds in turn over the trial numbers (tpe)."""
+    cell = trial.user_attrs.get(ATTR_CELL)
+    if cell is not None:
+        return int(json.loads(cell)["seed"])
+    return spec.seeds[trial.number % len(spec.seeds)]
+
+
+# --- study setup, reconcile, enqueue ---
+
+
+def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """TPE for a tpe spec; a random sampler for a grid, whose trials all come from the queue with fixed params."""
+    if spec.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    # grid trials all come from the queue with fixed params; the sampler never chooses a value
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    """The spec's pruner (median, percentile, or none)."""
+    p = spec.pruner
+    if p.kind == "median":
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=p.n_startup_trials, n_warmup_steps=p.n_warmup_steps
+        )
+    if p.kind == "percentile":
+        return optuna.pruners.PercentilePruner(
+            p.percentile, n_startup_trials=p.n_startup_trials, n_warmup_steps=p.n_warmup_steps
+        )
+    return optuna.pruners.NopPruner()
+
+
+def _done_or_busy(t: FrozenTrial, final: Sequence[str] = FINAL_FAILURES) -> bool:
+    """Does this trial account for its cell (so the cell must not be enqueued again)?"""
+    if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in final
+
+
+def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]:
+    """Mark trials whose worker died FAIL (kind ``killed``, :func:`.lifecycle.reap`) and every orphaned
+    RUNNING MLflow run ended. Returns the numbers of the trials it failed."""
+    failed = lifecycle.reap(study)
+    close_orphan_runs(study, client, experiment_id)
+    return failed
+
+
+def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> None:
+    """End the MLflow runs still RUNNING whose trial is not: a worker died between Optuna's tell and
+    closing the run (end it as the trial ended), or before either (KILLED)."""
+    # the runs first: a run that exists now belongs to a trial already claimed, so reading the trials
+    # second cannot mistake a trial claimed in between for a dead one
+    running = tracking.running_child_runs(client, experiment_id)
+    trials = {str(t.number): t for t in study.get_trials(deepcopy=False)}
+    as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
+    for run_id, tags in running:
+        number = tags.get(names.TRIAL_TAG)
+        trial = trials.get(str(number))
+        if tags.get(names.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
+            continue
+        if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != lifecycle.KILLED:
+            status = as_status.get(trial.state, "KILLED")
+            tracking.finish_run(client, run_id, status, trial.user_attrs.get(ATTR_REASON, ""))
+        else:
+            tracking.finish_run(
+                client, run_id, "KILLED", f"killed: trial {number}'s process died before it finished"
+            )
+
+
+def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
+    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued."""
+    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t, final)}
+    added = 0
+    for cell in spec.cells():
+        if cell.key not in have:
+            lifecycle.queue(study, cell_params(cell), cell_attrs(cell))
+            added += 1
+    return added
+
+
+def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
+    """Trials a tpe sweep still needs: ``n_trials`` minus those already done or under way."""
+    assert spec.n_trials is not None
+    return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
+
+
+
+# --- the results table ---
+
+
+def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
+    """Where the sweep's local tables go: ``<store folder>/sweeps/<name>``."""
+    base = store.local_folder or (root / "mlruns")
+    return base / "sweeps" / name
+
+
+TRIAL_SCHEMA = {
+    "trial": pl.Int64, "point": pl.Utf8, "seed": pl.Int64, "state": pl.Utf8, "value": pl.Float64,
+    "failure": pl.Utf8, "reason": pl.Utf8, "mlflow_run_id": pl.Utf8,
+}
+"""The columns of ``trials.csv``: one row per trial that left the queue."""
+
+
+def trial_table(study: optuna.Study) -> pl.DataFrame:
+    """One row per trial that left the queue: its grid point, seed, state, value and why it failed."""
+    rows = []
+    everything = study.get_trials(deepcopy=False)
+    replaced = {t.user_attrs[ATTR_REPLACES]: t for t in everything if ATTR_REPLACES in t.user_attrs}
+    for t in everything:
+        if t.state == TrialState.WAITING:
+            continue
+        cell = json.loads(t.user_attrs[ATTR_CELL]) if ATTR_CELL in t.user_attrs else {"params": t.params}
+        point = ",".join(f"{k}={v}" for k, v in sorted(cell.get("params", {}).items()) if k != "seed")
+        failure, reason = t.user_attrs.get(ATTR_FAILURE, ""), t.user_attrs.get(ATTR_REASON, "")
+        if t.state == TrialState.FAIL and not failure:  # failed by the heartbeat check (attrs are frozen then)
+            failure, reason = lifecycle.KILLED, "its worker stopped its heartbeat"
+            if t.number in replaced:
+                reason += f"; its cell ran again as trial {replaced[t.number].number}"
+        rows.append({"trial": t.number, "point": point or "-", "seed": cell.get("seed"), "state": t.state.name,
+                     "value": t.value, "failure": failure, "reason": reason,
+                     "mlflow_run_id": t.user_attrs.get(ATTR_RUN, "")})
+    return pl.DataFrame(rows, schema=TRIAL_SCHEMA)
+
+
+def write_trials(study: optuna.Study, folder: Path) -> Path:
+    """``trials.csv`` (:func:`trial_table`) in ``folder``; its path. The per-point summary over seeds is
+    the analysis layer's (:func:`simlab.analysis.summary.write_summary`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "trials.csv"
+    trial_table(study).write_csv(path)
+    return path

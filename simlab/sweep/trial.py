@@ -1,0 +1,333 @@
+"""One trial, in a worker process: claim it, open its MLflow run, train, and end it (every write to
+the trial's state goes through :mod:`.lifecycle`).
+
+Workers are processes (joblib/loky) with torch at one thread each: Optuna's ``n_jobs`` is threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from simlab import names, tracking
+from simlab.names import ATTR_OWNER, ATTR_RUN
+from simlab.sweep import lifecycle, rdb
+from simlab.sweep.backend import TrialBackend, load_backend
+from simlab.sweep.spec import Cell, SweepSpec
+from simlab.sweep.study import (
+    FINAL_FAILURES,
+    cell_attrs,
+    decode,
+    encode,
+    make_pruner,
+    make_sampler,
+    open_storage,
+    storage_lock,
+    tpe_remaining,
+    trial_seed,
+)
+
+CURVE_KEYS = (names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, names.EVAL_COMPACTED_COMPACTION_RATE)
+"""Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
+
+
+# --- one trial, in a worker process ---
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Everything a worker needs, picklable (workers rebuild clients and storages from it)."""
+
+    spec: SweepSpec
+    backend: str
+    storage: str
+    tracking_uri: str
+    artifact_root: str | None
+    experiment_id: str
+    parent_run_id: str
+    coordinator: dict[str, Any]
+    store: str
+    """Local folder for what trials share (base checkpoints): ``<root>/mlruns``."""
+    provenance: dict[str, str] = field(default_factory=dict)
+    heartbeat: int = rdb.HEARTBEAT_S
+    """Seconds between Optuna heartbeats (database studies); stale after ``rdb.GRACE_FACTOR`` of them."""
+    final: tuple[str, ...] = FINAL_FAILURES
+    """Failure kinds whose cells are not run again (:data:`FINAL_IN_RUN` once a run is under way)."""
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the coordinator hears back from one task."""
+
+    number: int | None
+    """Optuna trial number (``None``: the queue was empty, another process took the cell)."""
+    state: str
+    """COMPLETE, FAIL, PRUNED, SKIPPED, or LOST (another process failed it as stale and queued it again)."""
+    value: float | None = None
+    reason: str = ""
+    wall_s: float = 0.0
+    tracking_s: float = 0.0
+    """Seconds spent writing to MLflow (run creation, params, metrics, figures, close)."""
+
+
+class TrialLost(RuntimeError):
+    """Another process failed this trial as stale and queued its cell again: stop running it."""
+
+
+class TrialSink:
+    """Forwards to the MLflow sink; reports the objective to Optuna (pruning); stops an orphaned worker,
+    and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.lifecycle.Beat`)."""
+
+    def __init__(
+        self,
+        inner: tracking.MlflowSink,
+        trial: optuna.Trial,
+        objective: str,
+        prune: bool,
+        coordinator_pid: int,
+        lost: threading.Event | None = None,
+    ) -> None:
+        self.inner, self.trial, self.objective, self.prune = inner, trial, objective, prune
+        self.coordinator_pid = coordinator_pid
+        self.lost = lost
+        self.last_step = -1
+
+    def _check_coordinator(self) -> None:
+        # a SIGKILLed coordinator cannot stop its loky workers; they must not finish a trial the rerun
+        # will mark killed and run again, so they leave at the next step
+        if os.getpid() != self.coordinator_pid and os.getppid() != self.coordinator_pid:
+            os._exit(70)
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        """Forward to the MLflow sink."""
+        self.inner.log_params(params)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Forward to the MLflow sink."""
+        self.inner.set_tags(tags)
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Forward, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
+        self._check_coordinator()
+        if self.lost is not None and self.lost.is_set():
+            raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
+        self.inner.log_metrics(metrics, step)
+        self.last_step = max(self.last_step, step)
+        value = metrics.get(self.objective)
+        if self.prune and value is not None and math.isfinite(value):
+            self.trial.report(float(value), step)
+            if self.trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} ({self.objective}={value:.4g})")
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Forward to the MLflow sink."""
+        self.inner.log_artifact(path, artifact_path)
+
+    def close(self, status: str = "FINISHED", reason: str = "") -> None:
+        """Forward to the MLflow sink."""
+        self.inner.close(status, reason)
+
+
+def _failure_kind(exc: BaseException) -> str:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "diverged" if names & {"TrainingDiverged", "FloatingPointError"} else "error"
+
+
+def limit_threads() -> None:
+    """One thread per worker process (trials and base builds run side by side)."""
+    # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
+    # set_num_threads one already imported; importing torch here would cost every worker seconds
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def open_study(ctx: TrialContext) -> optuna.Study:
+    """The sweep's study as a worker sees it (the coordinator created it)."""
+    storage = open_storage(ctx.storage, ctx.heartbeat, ctx.tracking_uri)
+    spec = ctx.spec
+    return optuna.load_study(
+        study_name=spec.name, storage=storage, sampler=make_sampler(spec), pruner=make_pruner(spec)
+    )
+
+
+def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
+    """The next trial to run (grid: a waiting cell; tpe: a new sample while ``n_trials`` allows), or ``None``."""
+    if ctx.spec.sampler == "grid":
+        return lifecycle.claim_waiting(study)
+    with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
+        if tpe_remaining(study, ctx.spec, ctx.final) < 1:
+            return None
+        return lifecycle.ask(study)
+
+
+def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcome:
+    """Claim one trial (grid: the next waiting cell; tpe: a new sample) and run it to an end state.
+
+    ``study``: reuse an open study (a worker running trial after trial) instead of opening one.
+    """
+    start = time.perf_counter()
+    limit_threads()
+    study = study or open_study(ctx)
+    trial = claim(study, ctx)
+    if trial is None:
+        return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
+    with lifecycle.beating(study, trial) as lost:
+        return run_trial(ctx, study, trial, lost, start)
+
+
+@dataclass
+class _ClaimedTrial:
+    """A claimed trial with its MLflow run: how it ends (finished, failed or pruned, or lost to another
+    process that failed it as stale). Every end tells Optuna before closing the run: see reconcile."""
+
+    study: optuna.Study
+    trial: optuna.Trial
+    sink: tracking.MlflowSink
+    start: float
+    """``perf_counter`` when the trial was claimed."""
+    create_s: float
+    """Seconds it took to create the MLflow run."""
+
+    def outcome(self, state: str, *, value: float | None = None, reason: str = "") -> TrialOutcome:
+        return TrialOutcome(self.trial.number, state, value=value, reason=reason,
+                            wall_s=time.perf_counter() - self.start,
+                            tracking_s=self.create_s + self.sink.write_seconds)
+
+    def gone(self) -> TrialOutcome:
+        """Another process failed the trial as stale and queued its cell again: end the run KILLED."""
+        reason = (
+            f"lost: another process failed trial {self.trial.number} as stale (no heartbeat within the grace "
+            "period) and queued its cell again"
+        )
+        self.sink.figures = False
+        with contextlib.suppress(Exception):
+            self.sink.close("KILLED", reason)
+        return TrialOutcome(self.trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - self.start)
+
+    def fail(self, kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED") -> TrialOutcome:
+        """Record why (``kind``: diverged, error, pruned), tell Optuna ``state``, end the run ``status``."""
+        if not lifecycle.fail(self.study, self.trial, kind, reason, state):
+            return self.gone()
+        self.sink.set_tags({names.FAILURE_TAG: kind})
+        self.sink.close(status, reason)
+        return self.outcome(state.name, reason=reason)
+
+    def finish(self, result: dict[str, float], objective: str, tsink: TrialSink) -> TrialOutcome:
+        """Tell Optuna the objective from ``result`` and end the run FINISHED (or fail it without one)."""
+        value = result.get(objective)
+        if value is None or not math.isfinite(float(value)):
+            got = ", ".join(sorted(result)) or "nothing"
+            return self.fail("error", f"objective {objective!r} is {value!r}; the trial returned {got}")
+        tsink._check_coordinator()
+        # the trainer logs its final evaluation itself; record only what it returned without logging
+        logged = self.sink.rows[-1] if self.sink.rows else {}
+        unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
+        if unlogged:
+            self.sink.log_metrics(unlogged, max(tsink.last_step, 0))
+        if not lifecycle.finish(self.study, self.trial, float(value)):
+            return self.gone()
+        self.sink.close("FINISHED")
+        return self.outcome("COMPLETE", value=float(value))
+
+
+def _build(backend: TrialBackend, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, str], Exception | None]:
+    """(config, its tags, None), or (None, {}, the error): validated up front, but a sampled value can
+    still be out of range, and that fails the trial, not the sweep."""
+    try:
+        cfg = backend.build(settings, seed)
+        return cfg, backend.tags(cfg), None
+    except Exception as exc:
+        return None, {}, exc
+
+
+def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> tracking.MlflowSink:
+    """The trial's MLflow run (nested under the sweep's parent), recorded on the trial."""
+    client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
+    tags = {
+        names.SWEEP_TAG: ctx.spec.name,
+        names.TRIAL_TAG: str(trial.number),
+        names.CELL_TAG: cell.label,
+        names.VARIANT_TAG: cell.variant,  # the grid cell with its seeds pooled, as `simlab report` groups it
+        names.SEED_TAG: str(cell.seed),
+        **ctx.provenance,
+        **config_tags,
+    }
+    run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
+    lifecycle.record(trial, {ATTR_RUN: run_id})
+    return tracking.MlflowSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
+
+
+def run_trial(
+    ctx: TrialContext, study: optuna.Study, trial: optuna.Trial, lost: threading.Event, start: float
+) -> TrialOutcome:
+    """Run a claimed trial to an end state: its MLflow run, training, then tell and close."""
+    spec = ctx.spec
+    backend: TrialBackend = load_backend(ctx.backend)
+    lifecycle.record(trial, {ATTR_OWNER: {**ctx.coordinator, "worker": os.getpid()}})
+    params = _suggest(trial, spec)
+    cell = Cell(params, trial_seed(trial, spec))
+    if spec.sampler == "tpe":
+        lifecycle.record(trial, cell_attrs(cell))
+
+    t0 = time.perf_counter()
+    cfg, config_tags, build_error = _build(backend, spec.settings(params), cell.seed)
+    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
+    run.create_s = time.perf_counter() - t0
+    if build_error is not None:
+        return run.fail("error", f"config: {build_error}")
+    run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
+    tsink = TrialSink(run.sink, trial, spec.objective.metric, spec.pruner.kind != "nop",
+                      int(ctx.coordinator["pid"]), lost)
+    try:
+        result = backend.train(cfg, tsink, Path(ctx.store))
+    except optuna.TrialPruned as exc:
+        return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
+    except Exception as exc:
+        return run.fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
+    return run.finish(result, spec.objective.metric, tsink)
+
+
+def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
+    """The trial's parameters; for queued trials Optuna returns the enqueued (fixed) values."""
+    out: dict[str, Any] = {}
+    for axis in spec.axes:
+        if axis.grid is not None:
+            raw = trial.suggest_categorical(axis.key, [encode(v) for v in axis.grid])
+            out[axis.key] = decode(raw, axis.grid)
+            continue
+        d = axis.dist
+        assert d is not None
+        if d.kind == "float":
+            out[axis.key] = trial.suggest_float(
+                axis.key,
+                float(d.low),
+                float(d.high),
+                log=d.log,
+                step=None if d.step is None else float(d.step),
+            )
+        elif d.kind == "int":
+            out[axis.key] = trial.suggest_int(
+                axis.key,
+                int(d.low),
+                int(d.high),
+                log=d.log,
+                step=1 if d.step is None else int(d.step),
+            )
+        else:
+            out[axis.key] = trial.suggest_categorical(axis.key, list(d.choices))
+    if spec.variants:
+        out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
+    return out
