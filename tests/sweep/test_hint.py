@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simlab.cli import command_name
+from simlab.cli.app import command_name
 from tests.stores import Stores, write_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from simlab import names, tracking
-from simlab.cli import summary_rows
+from simlab.cli.analysis import summary_rows
 from simlab.tracking.views import (
     BASELINE_COLOR,
     PALETTE,

@@ -1,0 +1,5 @@
+"""``python -m simlab.cli``: the console script."""
+
+from simlab.cli import main
+
+main()

@@ -1,0 +1,259 @@
+"""Commands that play and train: ``demo``, ``inspect`` (reference agents or a checkpoint on a task) and
+``train`` (one run, checked before anything is written).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect as inspect_module
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from simlab.cli.app import app, fail, json_safe
+from simlab.errors import ConfigError, TrainingDiverged
+
+HARNESS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "trigger": (), "window": (), "frac": (), "t_comp": (), "chunk_steps": (), "summary_tokens": ("-m",),
+    "tail_steps": ("-k",), "max_compactions": ("-S",), "max_steps": ("-H",), "discard": (), "summariser": (),
+}
+"""The harness settings ``simlab inspect`` takes as options (with their short names): named, typed and
+documented by :class:`~simlab.harness.config.HarnessConfig` itself, never declared again here."""
+
+
+def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` one option per harness setting in :data:`HARNESS_OPTIONS`; the command receives
+    the ones given as ``harness`` (a dict), unchecked: the config layer checks them by key path."""
+    import typing
+
+    from simlab.harness.config import HarnessConfig
+
+    types = typing.get_type_hints(HarnessConfig)  # int, float, bool or str: the rules are Annotated extras
+    extra = []
+    for name, short in HARNESS_OPTIONS.items():
+        info = HarnessConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
+        flag = f"--{name.replace('_', '-')}"
+        decls = (f"{flag}/--no-{name.replace('_', '-')}",) if types[name] is bool else (flag, *short)
+        hint: Any = types[name]
+        annotation = hint | None  # typer reads the annotation at run time
+        help_text = (info.description or "").split("\n")[0]
+        extra.append(inspect_module.Parameter(name, inspect_module.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                              default=typer.Option(None, *decls, help=help_text)))
+    signature = inspect_module.signature(command)
+    params = [p for p in signature.parameters.values() if p.name != "harness"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        harness = {k: kwargs.pop(k) for k in HARNESS_OPTIONS if kwargs.get(k) is not None}
+        for k in HARNESS_OPTIONS:
+            kwargs.pop(k, None)
+        command(harness=harness, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+    return wrapper
+
+
+@app.command()
+def demo() -> None:
+    """Show what a compaction boundary does to credit: the seed's Blocks 1 and 2 on simlab's estimators."""
+    from simlab.demo import run_demo
+
+    run_demo()
+
+
+@app.command()
+@_with_harness_options
+def inspect(
+    task: str = typer.Option(..., "--task", help="Task preset name (see tasks/presets.py)."),
+    agent: str = typer.Option("scripted", help="Reference agent: oracle, scripted or random."),
+    episodes: int = typer.Option(512, help="Rollouts to run."),
+    batch: int = typer.Option(256, help="Environments per batch."),
+    quality: Optional[float] = typer.Option(None, help="Scripted agent's summary quality q, in [0, 1]."),  # noqa: UP045
+    seed: int = typer.Option(0, help="Seed of the first instance."),
+    group_size: int = typer.Option(
+        8, "--group-size", "-G", help="Rollouts per prompt (GRPO's G): the within-group statistics' groups."
+    ),
+    set_: list[str] = typer.Option(  # noqa: B008
+        [], "--set", metavar="KEY=VALUE",
+        help="Override KEY=VALUE (repeatable): a task field (noise=0.1, task.noise=0.1) or harness.KEY."
+    ),
+    vs_sliding: bool = typer.Option(
+        False, "--vs-sliding", help="Also run the same agent under `sliding` (no summary) and report the gap."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
+    checkpoint: Optional[Path] = typer.Option(  # noqa: UP045, B008
+        None, "--checkpoint", help="Play a trained policy checkpoint (sampling at temperature 1, writing its "
+        "own summaries) instead of --agent, under the harness it was trained with."
+    ),
+    *,
+    harness: dict[str, Any],
+) -> None:
+    """Run a task preset under a reference agent and a harness setting; print calibration statistics."""
+    from tqdm import tqdm
+
+    from simlab.harness.stats import inspect_preset
+
+    factory = None
+    try:
+        task_overrides, harness = _inspect_overrides(set_, harness)
+        if checkpoint is not None:
+            factory, task_overrides, harness = _checkpoint_agent(checkpoint, task, task_overrides, harness, seed)
+            agent = "checkpoint"
+    except ConfigError as exc:
+        raise fail(exc) from None
+    runs = 2 if vs_sliding else 1
+    bar = tqdm(total=runs * episodes, desc=f"{task} / {agent}", disable=as_json or episodes < 1024, leave=False)
+    common: dict[str, Any] = dict(
+        episodes=episodes, batch=batch, seed=seed, quality=quality, group_size=group_size, task=task_overrides,
+        progress=bar.update, agent_factory=factory,
+    )
+    try:
+        stats = inspect_preset(task, agent, harness=harness, **common)
+        if vs_sliding:
+            base = inspect_preset(task, agent, harness={**harness, "trigger": "sliding"}, **common)
+            stats["sliding_success_rate"] = base["success_rate"]
+            stats["summary_gap"] = stats["success_rate"] - base["success_rate"]
+    except ConfigError as exc:  # a bad task, harness or agent setting
+        raise fail(exc) from None
+    finally:
+        bar.close()
+    if as_json:
+        typer.echo(json.dumps(json_safe(stats), indent=2))
+        return
+    who = f"checkpoint={checkpoint}" if checkpoint is not None else (
+        f"agent={agent}" + (f" q={stats['quality']}" if agent == "scripted" else ""))
+    _print_inspection(stats, f"{task} | {who} | trigger={stats['trigger']}")
+
+
+def _print_inspection(stats: dict[str, Any], title: str) -> None:
+    """``inspect``'s human-readable report, with the gap to a no-summary run when it was measured."""
+    from simlab.harness.stats import format_stats
+
+    typer.echo(format_stats(stats, title))
+    if "summary_gap" in stats:
+        typer.echo(f"  vs sliding       {stats['sliding_success_rate']:.3f} without a summary; "
+                   f"the summary is worth {stats['summary_gap']:+.3f}")
+
+
+def _checkpoint_agent(
+    path: Path, preset: str, task: dict[str, Any], harness: dict[str, Any], seed: int
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The agent factory of ``inspect --checkpoint``, and the task and harness settings to play it under.
+
+    The checkpoint's own harness (and, for its own preset, its task) come first, then the command's
+    options: by default a trained policy is calibrated where it was trained. Bad input raises ConfigError.
+    """
+    import torch
+
+    from simlab.config import POLICY_MARGIN
+    from simlab.policy.agent import PolicyAgent
+    from simlab.policy.checkpoint import load_checkpoint
+    from simlab.policy.device import default_device
+    from simlab.tasks.presets import get_preset
+
+    p = get_preset(preset, "task")
+    if not path.is_file():
+        raise ConfigError.invalid("checkpoint", str(path), "choose an existing checkpoint file")
+    try:
+        policy, meta = load_checkpoint(path, expected_vocab_size=p.task.replace(**task).vocab_size,
+                                       device=default_device())
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ConfigError.invalid("checkpoint", str(path), f"it does not load as a policy checkpoint of this "
+                                  f"task ({' '.join(str(exc).split())})") from None
+    own_task = meta.get("task", {}) if meta.get("preset") == preset else {}
+    task = {**{k: tuple(v) if isinstance(v, list) else v for k, v in own_task.items()}, **task}
+    harness = {**meta.get("harness", {}), **harness}
+    window = harness.get("window", p.harness.get("window", 0))
+    if window + POLICY_MARGIN > policy.config.max_len:
+        raise ConfigError.invalid("harness.window", window, f"the checkpoint's policy holds {policy.config.max_len} "
+                                  f"tokens; choose an integer <= {policy.config.max_len - POLICY_MARGIN}")
+    if harness.get("summariser") == "frozen":
+        raise ConfigError.invalid("harness.summariser", "frozen", "inspect plays the checkpoint alone; choose "
+                                  "'self' or a reference agent's name (--summariser)")
+    policy.eval()
+
+    def make(env: Any, first: int) -> PolicyAgent:
+        gen = torch.Generator(device=policy.device).manual_seed(seed * 1_000_003 + first)
+        return PolicyAgent(policy, int(env.num_envs), generator=gen)
+
+    return make, task, harness
+
+
+def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set`` items of ``inspect`` (the run config's grammar): a bare key or ``task.KEY`` is a task field,
+    ``harness.KEY`` a harness setting (which wins over the option of the same name)."""
+    from simlab.schema import parse_overrides
+
+    task: dict[str, Any] = {}
+    harness = dict(harness)
+    for key, value in parse_overrides(items).items():
+        section, _, name = key.rpartition(".")
+        if section in ("", "task"):
+            task[name] = value
+        elif section == "harness":
+            harness[name] = value
+        else:
+            raise ConfigError(f"`--set {key}=...` is invalid; use a task field (noise, task.noise) or harness.KEY",
+                              key="--set", value=key, allowed="use task.KEY or harness.KEY")
+    return task, harness
+
+
+@app.command()
+def train(
+    config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
+    set_: Annotated[
+        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): train.lr=1e-3.")
+    ] = [],  # noqa: B006
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: <store>/runs/<time>-<recipe>).")] = None,  # noqa: UP045
+    store: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Local store: base checkpoints and run folders (default: <home>/mlruns, home = "
+                          "$SIMLAB_HOME or the working directory, as for sweeps)."),
+    ] = None,
+) -> None:
+    """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
+    from simlab import stores
+
+    store = store if store is not None else stores.local_store()
+    try:
+        cfg, folder = _check_train(config, set_, out, store)
+    except ConfigError as exc:
+        raise fail(exc) from None
+    from simlab.sinks import JsonlSink  # torch comes with these: bad input is refused without it
+    from simlab.train import train as run_training
+
+    sink = JsonlSink(folder)  # the first write: every input was checked above
+    typer.echo(f"run folder: {folder}")
+    try:
+        final = run_training(cfg, sink, store=store, progress=True, out_dir=folder)
+    except TrainingDiverged as exc:
+        sink.close("FAILED", str(exc))
+        typer.echo(f"error: training diverged: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    sink.close("FINISHED")
+    for key in sorted(final):
+        typer.echo(f"{key:<40} {final[key]:.4f}")
+
+
+def _check_train(config: Path | None, items: list[str], out: Path | None, store: Path) -> tuple[Any, Path]:
+    """The resolved config and the run folder, every input checked before anything is written."""
+    import time
+
+    from simlab.config import apply_overrides, load, parse_overrides, resolve
+    from simlab.stores import check_folder_target
+
+    cfg = load(config, items) if config is not None else resolve(apply_overrides({}, parse_overrides(items)))
+    check_folder_target(store, "--store")
+    folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
+    check_folder_target(folder, "--out")
+    if folder.is_dir() and any(folder.iterdir()):
+        raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
+                                  "overwritten); give a new or empty folder")
+    if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
+        from simlab.train.base import device_of
+
+        device_of(cfg)
+    return cfg, folder
