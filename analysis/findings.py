@@ -43,12 +43,11 @@ from simlab.errors import ConfigError, FindingsError
 def _spec_dir() -> Path:
     from simlab.sweep.shipped import shipped_dir
 
-    shipped = shipped_dir()
-    return (shipped if shipped is not None else Path("sweeps")) / "findings"
+    return shipped_dir() / "findings"
 
 
 SPEC_DIR = _spec_dir()
-"""Where the findings specs live: the checkout's ``sweeps/findings``, or ``simlab/specs/findings`` when installed."""
+"""Where the findings specs live: ``findings/`` of the shipped specs (the checkout's ``sweeps/findings``)."""
 ROUND = 9
 """Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
 Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided", "control moved",

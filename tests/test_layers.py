@@ -107,6 +107,17 @@ def test_only_the_sweep_imports_optuna_and_only_tracking_imports_mlflow() -> Non
     assert wrong == []
 
 
+def test_the_mapped_folders_are_imported_under_one_name() -> None:
+    """``tasks/``, ``analysis/`` and ``sweeps/`` are ``simlab.tasks``, ``simlab.analysis`` and ``simlab.specs``:
+    importing one under its folder's name would load its modules twice (docs/development.md)."""
+    files = [*source_modules().values(), *sorted((ROOT / "tests").rglob("*.py")),
+             *sorted((ROOT / "benchmarks").rglob("*.py"))]
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports {target}"
+             for path in files for target, line in _imports(ast.parse(path.read_text(encoding="utf-8")))
+             if target.split(".")[0] in ("tasks", "analysis", "sweeps")]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("layer", [name for name, _ in LAYERS[:-1]])
 def test_importing_a_layer_loads_no_higher_one(layer: str) -> None:
     index = [name for name, _ in LAYERS].index(layer)

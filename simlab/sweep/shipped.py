@@ -2,35 +2,33 @@
 
 The findings campaign's specs are named by their folder: ``simlab sweep findings/trajectory-group``.
 
-In a checkout (or an editable install) they are the repository's ``sweeps/*.toml``; a regular install
-carries the same files as package data in ``simlab/specs/``.
+They are the package ``simlab.specs`` (the repository's ``sweeps/``, mapped by ``package-dir`` in
+pyproject.toml), read through :mod:`importlib.resources`: the same call finds them in a regular install
+and in an editable one, with no path probing.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 from simlab.errors import SpecError
 
-_PACKAGE = Path(__file__).resolve().parent.parent  # the installed or checked-out simlab/
+PACKAGE = "simlab.specs"
+"""The package the shipped specs are installed as."""
 
 
-def shipped_dir() -> Path | None:
-    """The folder of shipped specs: ``simlab/specs`` when installed, the checkout's ``sweeps/`` otherwise."""
-    installed = _PACKAGE / "specs"
-    checkout = _PACKAGE.parent / "sweeps"
-    if installed.is_dir():
-        return installed
-    if checkout.is_dir() and (_PACKAGE.parent / "pyproject.toml").is_file():
-        return checkout
-    return None
+def shipped_dir() -> Path:
+    """The folder of shipped specs (a folder on disk: simlab is not installed zipped)."""
+    root = files(PACKAGE)
+    if not isinstance(root, Path):
+        raise RuntimeError(f"{PACKAGE} is not a folder on disk ({root!r}); install simlab unzipped")
+    return root
 
 
 def shipped_specs() -> dict[str, Path]:
     """Name -> file of every shipped spec: ``quick`` for a top-level one, ``findings/<stem>`` in a subfolder."""
     folder = shipped_dir()
-    if folder is None:
-        return {}
     found = {p.relative_to(folder).with_suffix("").as_posix(): p for p in folder.glob("**/*.toml")}
     return {name: found[name] for name in sorted(found, key=lambda n: ("/" in n, n))}  # top-level names first
 
