@@ -275,7 +275,7 @@ def effective_horizon(working_context: float, max_compactions: int) -> float:
     """H = L x (S + 1) for a published setting given as its working context L and S: the harness's own
     formula (:func:`simlab.harness.config.horizon`), with the inputs checked."""
     from simlab.harness.config import horizon
-    from simlab.schema import POSITIVE, IntIn, check_value
+    from simlab.rules import POSITIVE, IntIn, check_value
 
     check_value("working_context", working_context, POSITIVE)
     check_value("max_compactions", max_compactions, IntIn(0))

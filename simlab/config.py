@@ -41,7 +41,7 @@ from simlab.harness.config import THRESHOLD_DRAWS, HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
-from simlab.schema import (
+from simlab.rules import (
     BATCH_MAX,
     Either,
     FilePath,
@@ -52,20 +52,11 @@ from simlab.schema import (
     NameIn,
     OneOf,
     RealIn,
-    Section,
     check_value,
-    loggable,
-    parse_overrides,
-    parse_value,
-    plain,
-    read_toml,
-    section,
     seed_rule,
-    set_path,
 )
-from simlab.schema import (
-    flatten as flatten_paths,
-)
+from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, section, set_path
+from simlab.schema import flatten as flatten_paths
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
 

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.schema import IntIn, check_value
+from simlab.rules import IntIn, check_value
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from simlab.registry import Registry
-from simlab.schema import POSITIVE, RealIn, check_value
+from simlab.rules import POSITIVE, RealIn, check_value
 
 Ratio = Callable[[Tensor, Tensor], Tensor]
 """(log_ratio: (B, T), mask: (B, T) tokens that count) -> (B, T) the importance ratio of each token."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from simlab.errors import ConfigError
-from simlab.schema import Flag, IntIn, Pair, RealIn, Section, int_text, section
+from simlab.rules import Flag, IntIn, Pair, RealIn, int_text
+from simlab.schema import Section, section
 from simlab.tasks import vocab
 
 TOKENS = 4096

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from simlab.schema import BATCH_MAX, IntIn, check_value
+from simlab.rules import BATCH_MAX, IntIn, check_value
 from simlab.tasks import core, keyrecall, peekread, pointerchase, vocab
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 from simlab.tasks.core import IntArray

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from simlab.schema import NameIn, check_value, plain
+from simlab.rules import NameIn, check_value
+from simlab.schema import plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 

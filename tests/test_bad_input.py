@@ -22,7 +22,8 @@ from simlab.config import BaseConfig, EvalConfig, TrainConfig, resolve
 from simlab.errors import ConfigError
 from simlab.harness.config import HarnessConfig
 from simlab.policy.config import PolicyConfig
-from simlab.schema import Either, IntIn, Maybe, NameIn, OneOf, RealIn, Rule, Section
+from simlab.rules import Either, IntIn, Maybe, NameIn, OneOf, RealIn, Rule
+from simlab.schema import Section
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig
 
 SECTIONS: list[type[Section]] = [HarnessConfig, PolicyConfig, TrainConfig, BaseConfig, EvalConfig]

@@ -19,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.schema", "simlab.registry", "simlab.stores",
-                 "simlab.sinks", "simlab.segments")),
+    ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.rules", "simlab.schema", "simlab.registry",
+                 "simlab.stores", "simlab.sinks", "simlab.segments")),
     ("tasks", ("simlab.tasks",)),
     ("harness", ("simlab.harness",)),
     ("policy", ("simlab.policy",)),

@@ -29,7 +29,7 @@ from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.errors import ConfigError
 from simlab.registry import Registry
-from simlab.schema import RealIn, check_value
+from simlab.rules import RealIn, check_value
 from simlab.segments import BoolArray, FloatArray, SegmentBatch
 
 

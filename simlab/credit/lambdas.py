@@ -14,7 +14,7 @@ import numpy as np
 
 from simlab.errors import ConfigError
 from simlab.registry import Registry
-from simlab.schema import POSITIVE, UNIT_OPEN, Either, check_value
+from simlab.rules import POSITIVE, UNIT_OPEN, Either, check_value
 from simlab.segments import FloatArray, SegmentBatch
 
 LambdaReading = Callable[..., FloatArray]

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from simlab.registry import Registry
-from simlab.schema import RealIn, check_value
+from simlab.rules import RealIn, check_value
 from simlab.segments import FloatArray, SegmentBatch
 
 Cost = Callable[[SegmentBatch, FloatArray | None], FloatArray]

@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
-from simlab.schema import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, Section, int_text, section
+from simlab.rules import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, int_text
+from simlab.schema import Section, section
 from simlab.tasks import vocab
 
 

@@ -179,7 +179,7 @@ def inspect_preset(
     from simlab.harness.agents import AGENTS
     from simlab.harness.config import HarnessConfig
     from simlab.harness.loop import run_rollouts
-    from simlab.schema import BATCH_MAX, COUNT_MAX, IntIn, check_value, seed_rule
+    from simlab.rules import BATCH_MAX, COUNT_MAX, IntIn, check_value, seed_rule
     from simlab.tasks.presets import get_preset
 
     p, quality = get_preset(preset, "task"), SCRIPTED_QUALITY if quality is None else quality

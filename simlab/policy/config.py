@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Annotated
 
-from simlab.schema import TOKENS_MAX, Flag, IntIn, RealIn, Section, section
+from simlab.rules import TOKENS_MAX, Flag, IntIn, RealIn
+from simlab.schema import Section, section
 
 
 @section

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
-from simlab.schema import POSITIVE, check_value
+from simlab.rules import POSITIVE, check_value
 
 
 def check_temperature(temperature: float) -> float:

@@ -20,7 +20,8 @@ from typing import Any
 
 from simlab.errors import SpecError
 from simlab.registry import Registry
-from simlab.schema import COUNT_MAX, SEED_MAX, flatten, read_toml
+from simlab.rules import COUNT_MAX, SEED_MAX
+from simlab.schema import flatten, read_toml
 
 TOP_KEYS = (
     "name",
