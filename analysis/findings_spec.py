@@ -229,7 +229,7 @@ def design(row: FindingRow) -> Design:
 def _spec_design(text: str) -> Design:
     """The design of a spec, keyed by its text (rows of one spec share it)."""
     from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
-    from simlab.sweep.spec import parse_spec
+    from simlab.sweep.spec_parse import parse_spec
 
     try:
         spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)

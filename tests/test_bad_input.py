@@ -364,7 +364,8 @@ def test_tpe_axes_valid_alone_but_not_together_fail_before_the_sweep(tmp_path: P
 
 def test_tpe_int_axis_probed_at_every_value_when_few(tmp_path: Path) -> None:
     # n_head in [3, 5] with d_model 96: 3 and 4 divide it, 5 (an end) does not; [4, 6] hides nothing either
-    from simlab.sweep.spec import parse_spec, probe_settings
+    from simlab.sweep.spec import probe_settings
+    from simlab.sweep.spec_parse import parse_spec
 
     spec = parse_spec({"sampler": "tpe", "n_trials": 1, "seeds": [0], "objective": {"metric": "m"},
                        "space": {"policy.n_head": {"type": "int", "low": 2, "high": 7}}})

@@ -9,7 +9,8 @@ The only package that imports optuna. Import those modules lazily: parsing a spe
 
 from simlab.errors import BackendError, SpecError
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
-from simlab.sweep.spec import SweepSpec, load_spec, parse_spec
+from simlab.sweep.spec import SweepSpec
+from simlab.sweep.spec_parse import load_spec, parse_spec
 
 __all__ = [
     "DEFAULT_BACKEND",

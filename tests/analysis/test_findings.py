@@ -172,7 +172,7 @@ def test_bad_rows_name_the_key(tmp_path, edit, match):
 
 
 def test_every_shipped_finding_row_parses_and_selects_existing_variants():
-    from simlab.sweep.spec import load_spec
+    from simlab.sweep.spec_parse import load_spec
 
     rows = fd.load_rows()
     assert {r.id[0] for r in rows} == {str(i) for i in range(1, 8)}  # findings 1-7, each with its rows
