@@ -8,6 +8,7 @@ holds the optimised tokens of one segment left-aligned in a ``(num_segments, max
 rest of the row is padding. Dummy rows (``pad_to``) have zero tokens and belong to no rollout.
 
 Everything here is numpy (and two compiled loops); the batch knows nothing about tasks, models or trainers.
+The checks of the per-rollout lists a batch is built from are in :mod:`simlab.segment_checks`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from numbers import Integral, Real
 from typing import Any
 
 import numba
@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simlab.rules import IntIn, check_value
+from simlab.segment_checks import critic_grid, encode_groups, finished_flags, finite_vector, segment_counts
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -79,15 +80,15 @@ class SegmentBatch:
         Raises:
             ValueError: naming the argument, the position and what was wrong.
         """
-        counts, per_rollout_k = _segment_counts(segment_tokens)
+        counts, per_rollout_k = segment_counts(segment_tokens)
         num_rollouts = len(per_rollout_k)
-        reward_arr = _finite_vector("rewards", rewards, num_rollouts)
+        reward_arr = finite_vector("rewards", rewards, num_rollouts)
         if groups is None:
             group_codes = np.zeros(num_rollouts, dtype=np.int64)
             labels: tuple[Hashable, ...] = (0,)
         else:
-            group_codes, labels = _encode_groups(groups, num_rollouts)
-        finished_arr = _finished_flags(finished, num_rollouts)
+            group_codes, labels = encode_groups(groups, num_rollouts)
+        finished_arr = finished_flags(finished, num_rollouts)
 
         k = np.asarray(per_rollout_k, dtype=np.int64)
         seg_tokens = np.asarray(counts, dtype=np.int64)
@@ -98,7 +99,7 @@ class SegmentBatch:
 
         value_grid = None
         if values is not None:
-            value_grid = _value_grid(values, segment_tokens, seg_tokens.size, width)
+            value_grid = critic_grid(values, segment_tokens, seg_tokens.size, width)
 
         return cls(
             seg_tokens=seg_tokens,
@@ -254,110 +255,6 @@ class SegmentBatch:
             f"groups={self.num_groups}, tokens={int(self.seg_tokens.sum())}, max_tokens={self.max_tokens}, "
             f"values={'yes' if self.values is not None else 'no'})"
         )
-
-
-# ---------------------------------------------------------------------- validation helpers
-def _check_length(name: str, seq: Any, expected: int) -> None:
-    try:
-        n = len(seq)
-    except TypeError:
-        raise ValueError(f"{name} must be a sequence with one entry per rollout, got {seq!r}") from None
-    if n != expected:
-        raise ValueError(f"{name} has {n} entries but segment_tokens has {expected} rollouts")
-
-
-def _segment_counts(segment_tokens: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
-    """(every segment's token count in rollout-major order, each rollout's segment count), checked."""
-    if isinstance(segment_tokens, (str, bytes)) or not isinstance(segment_tokens, Sequence):
-        raise ValueError(
-            f"segment_tokens must be a sequence of per-rollout lists, got {type(segment_tokens).__name__}"
-        )
-    if len(segment_tokens) == 0:
-        raise ValueError("segment_tokens is empty; a batch needs at least one rollout")
-    counts: list[int] = []
-    per_rollout_k: list[int] = []
-    for r, segs in enumerate(segment_tokens):
-        if isinstance(segs, (str, bytes)) or not isinstance(segs, (Sequence, np.ndarray)):
-            raise ValueError(f"segment_tokens[{r}] must be a list of segment token counts, got {segs!r}")
-        if len(segs) == 0:
-            raise ValueError(f"segment_tokens[{r}] is empty; every rollout has at least one segment")
-        for s, n in enumerate(segs):
-            if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
-                raise ValueError(f"segment_tokens[{r}][{s}]={n!r} is invalid; counts must be integers")
-            if n < 1:
-                raise ValueError(
-                    f"segment_tokens[{r}][{s}]={int(n)} is invalid; every segment needs at least 1 "
-                    "optimised token"
-                )
-            counts.append(int(n))
-        per_rollout_k.append(len(segs))
-    return counts, per_rollout_k
-
-
-def _finished_flags(finished: Sequence[bool] | None, num_rollouts: int) -> BoolArray:
-    """(R,) the finished flags (default: all True), each a bool."""
-    if finished is None:
-        return np.ones(num_rollouts, dtype=np.bool_)
-    _check_length("finished", finished, num_rollouts)
-    for r, f in enumerate(finished):
-        if not isinstance(f, (bool, np.bool_)):
-            raise ValueError(f"finished[{r}]={f!r} is invalid; use True or False")
-    return np.asarray(finished, dtype=np.bool_)
-
-
-def _finite_vector(name: str, seq: Sequence[float], expected: int) -> FloatArray:
-    _check_length(name, seq, expected)
-    out = np.empty(expected, dtype=np.float64)
-    for i, x in enumerate(seq):
-        if isinstance(x, (bool, np.bool_)) or not isinstance(x, Real):
-            raise ValueError(f"{name}[{i}]={x!r} is invalid; use a finite float")
-        if not math.isfinite(float(x)):
-            raise ValueError(f"{name}[{i}]={float(x)!r} is invalid; rewards must be finite")
-        out[i] = float(x)
-    return out
-
-
-def _encode_groups(groups: Sequence[Hashable], expected: int) -> tuple[IntArray, tuple[Hashable, ...]]:
-    _check_length("groups", groups, expected)
-    code_of: dict[Hashable, int] = {}
-    codes = np.empty(expected, dtype=np.int64)
-    for r, g in enumerate(groups):
-        key = g.item() if isinstance(g, np.generic) else g
-        try:
-            codes[r] = code_of.setdefault(key, len(code_of))
-        except TypeError:
-            raise ValueError(f"groups[{r}]={g!r} is invalid; group ids must be hashable") from None
-    return codes, tuple(code_of)
-
-
-def _value_grid(
-    values: Sequence[Sequence[Any]], segment_tokens: Sequence[Sequence[int]], num_segments: int, width: int
-) -> FloatArray:
-    _check_length("values", values, len(segment_tokens))
-    grid = np.zeros((num_segments, width), dtype=np.float64)
-    row = 0
-    for r, (per_seg, counts) in enumerate(zip(values, segment_tokens, strict=True)):
-        try:
-            k = len(per_seg)
-        except TypeError:
-            raise ValueError(f"values[{r}] must be a list of per-segment arrays, got {per_seg!r}") from None
-        if k != len(counts):
-            raise ValueError(f"values[{r}] has {k} segments but segment_tokens[{r}] has {len(counts)}")
-        for s, (v, n) in enumerate(zip(per_seg, counts, strict=True)):
-            arr = np.asarray(v, dtype=np.float64)
-            if arr.ndim != 1 or arr.size != n:
-                raise ValueError(
-                    f"values[{r}][{s}] has shape {arr.shape} but segment_tokens[{r}][{s}]={n}; "
-                    "give one value per optimised token"
-                )
-            if not np.all(np.isfinite(arr)):
-                bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-                raise ValueError(
-                    f"values[{r}][{s}][{bad}]={float(arr[bad])!r} is invalid; values must be finite"
-                )
-            grid[row, :n] = arr
-            row += 1
-    return grid
 
 
 def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray) -> dict[str, float]:
