@@ -37,7 +37,7 @@ from simlab.harness.state import Clock, LoopState, RolloutState, strip_pad
 from simlab.harness.triggers import TRIGGERS, Trigger
 from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
-from simlab.tasks.envs import ROLLOUT_OPTION
+from simlab.tasks.shells import ROLLOUT_OPTION
 
 
 def run_rollouts(
