@@ -249,7 +249,7 @@ def ui(
     import os
 
     from simlab import stores, tracking
-    from simlab.schema import IntIn, check_value
+    from simlab.rules import IntIn, check_value
     from simlab.tracking.server import check_listen, ui_command
     from simlab.tracking.views import sweep_links
 
