@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from simlab import SegmentBatch, advantages, loss_weights
+from simlab import SegmentBatch, advantages, loss_weights, smoke
 from simlab.credit import ESTIMATORS, NORMALISERS, estimator_family, reference
 
 
@@ -62,9 +62,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rollouts", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--skip-python-loop", action="store_true")
+    small = smoke.on()  # $SIMLAB_SMOKE: a batch of 8 rollouts, once, without the slow Python loop
+    parser.add_argument("--rollouts", type=int, default=8 if small else 512)
+    parser.add_argument("--repeats", type=int, default=1 if small else 5)
+    parser.add_argument("--skip-python-loop", action="store_true", default=small)
     parser.add_argument("--json", type=str, default=None, help="also write the figures to this file")
     args = parser.parse_args()
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+from simlab import smoke
 from simlab.blame import layered_harness
 from simlab.credit import ESTIMATORS, estimator_family
 from simlab.errors import ConfigError
@@ -195,7 +196,8 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
     """Layer ``nested`` over the preset, the recipe and the defaults; validate everything.
 
     The user's settings are checked one by one first, then each section as a whole, then the rules
-    across sections and the window check. Raises :class:`~simlab.errors.ConfigError`.
+    across sections and the window check. Raises :class:`~simlab.errors.ConfigError`. Under
+    ``$SIMLAB_SMOKE`` the sizes are capped last (:mod:`simlab.smoke`).
     """
     nested = copy.deepcopy(dict(nested or {}))
     for key in nested:
@@ -221,7 +223,7 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
     _check_draw(harness_cfg, train_cfg, need)
     policy = {"max_len": harness_cfg.window + POLICY_MARGIN, "value_head": train_cfg.critic == "head",
               **preset.policy, **user["policy"]}
-    return RunConfig(
+    return smoke.shrink(RunConfig(
         preset=preset.name,
         env_id=preset.env_id,
         task=task_cfg,
@@ -232,7 +234,7 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
         eval=EvalConfig(**user["eval"]),
         seed=seed,
         device=device,
-    )
+    ))
 
 
 def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,14 +1,18 @@
-"""Every shell command and Python snippet in the README and docs/ runs, in a smoke-sized form where needed.
+"""Every shell command and Python snippet in the README and docs/ runs as the page shows it, and prints
+what the page says it prints.
 
-A fenced ``bash`` or ``python`` block runs as written, in a fresh folder (the stores follow it) with this
-checkout's ``simlab`` on the PATH. A block may be preceded by an HTML comment that the page does not
-show:
+A fenced ``bash`` or ``python`` block runs as written, in a fresh copy of this checkout (so the paths a
+page names exist; ``.venv`` there is this environment), with ``SIMLAB_SMOKE=1``: the one size knob
+(:mod:`simlab.smoke`) that makes every run, sweep and benchmark finish in seconds. HTML comments just
+before a block, which the page does not show, say how to check it:
 
-- ``<!-- smoke: ... -->``: shell lines to run instead, the same commands at a size a test affords (a tiny
-  copy of the main job's spec, two training steps). ``$REPO`` is this checkout and ``$SMOKE_SPEC`` a
-  one-step copy of ``sweeps/quick.toml`` under the name ``quick``.
-- ``<!-- skip: REASON -->``: not runnable here (other machines, an install); the reason must say which
-  test or script covers it instead.
+- ``<!-- expect: ... -->``: lines that must appear in the output (stdout or stderr), one per line.
+  Every block that runs has one.
+- ``<!-- after: ... -->``: shell lines the reader has run before, as the page's text says (the sweep a
+  report reads, a folder an option needs).
+- ``<!-- instead: WHY ... -->``: a block that cannot run inside a test (a server that runs until stopped,
+  the test suite itself); WHY says so and names what covers it, and the lines after it run instead.
+- ``<!-- skip: REASON -->``: not runnable here (other machines); the reason names what covers it.
 
 Fences with another language (``toml``, ``text``, none) show files or output and are not run.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,27 +31,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-BLOCK = re.compile(r"(?:<!--\s*(smoke|skip):\s*(.*?)-->\s*\n)?```(bash|python)\n(.*?)```", re.S)
-SMOKE_SPEC = """name = "quick"
-seeds = [40]
-sampler = "grid"
-baseline = "normaliser=token"
-[base]
-preset = "peekread-routes-c100"
-recipe = "supo"
-[base.overrides]
-base.steps = 2
-base.episodes = 8
-train.prompts = 2
-train.steps = 1
-eval.episodes = 8
-eval.every = 1
-eval.single_window = false
-[space]
-train.normaliser = ["token", "segment"]
-[objective]
-metric = "eval/compacted/success"
-"""
+FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.S)
+COMMENT = re.compile(r"<!--\s*(expect|after|instead|skip):\s*(.*?)-->\s*$", re.S)
+KINDS = ("expect", "after", "instead", "skip")
+COPY_SKIP = shutil.ignore_patterns(".git", ".venv", "mlruns", "__pycache__", ".mypy_cache", ".ruff_cache",
+                                   "build", "*.egg-info", ".hypothesis", ".pytest_cache")
 
 
 @dataclass(frozen=True)
@@ -55,36 +44,61 @@ class Block:
     line: int
     lang: str
     code: str
-    mark: str | None
-    payload: str
+    marks: dict[str, str]
 
     @property
     def id(self) -> str:
         return f"{self.page.relative_to(REPO)}:{self.line}"
 
 
+def _marks(before: str) -> dict[str, str]:
+    """The HTML comments directly above a fence (only blank space between them and it)."""
+    marks: dict[str, str] = {}
+    text = before.rstrip()
+    while text.endswith("-->"):
+        start = text.rfind("<!--")
+        m = COMMENT.match(text[start:])
+        if m is None:
+            break
+        marks[m.group(1)] = m.group(2).strip()
+        text = text[:start].rstrip()
+    return marks
+
+
 def blocks() -> list[Block]:
     out = []
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
-        for m in BLOCK.finditer(text):
-            line = text.count("\n", 0, m.start(3)) + 1
-            out.append(Block(page, line, m.group(3), m.group(4), m.group(1), (m.group(2) or "").strip()))
+        for m in FENCE.finditer(text):
+            line = text.count("\n", 0, m.start()) + 2
+            out.append(Block(page, line, m.group(1), m.group(2), _marks(text[: m.start()])))
     return out
 
 
 ALL = blocks()
 
 
-def environment(tmp: Path) -> dict[str, str]:
+def workspace(tmp: Path) -> Path:
+    """A copy of the checkout with this environment as its ``.venv``."""
+    work = tmp / "checkout"
+    shutil.copytree(REPO, work, symlinks=True, ignore=COPY_SKIP)
+    (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    return work
+
+
+def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SIMLAB_HOME", "MLFLOW_TRACKING_URI", "PYTHONPATH")}
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["REPO"] = str(REPO)
-    spec = tmp / "smoke-quick.toml"
-    spec.write_text(SMOKE_SPEC, encoding="utf-8")
-    env["SMOKE_SPEC"] = str(spec)
+    env["SIMLAB_SMOKE"] = "1"
     return env
+
+
+def _run(cmd: list[str], work: Path, env: dict[str, str], what: str) -> str:
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{what} failed ({proc.returncode}):\n{output[-6000:]}"
+    return output
 
 
 def test_the_pages_have_runnable_blocks():
@@ -92,18 +106,44 @@ def test_the_pages_have_runnable_blocks():
     assert {b.page.name for b in ALL} >= {"README.md", "credit.md", "training.md", "report-and-audit.md"}
 
 
+def test_every_mark_is_known():
+    """A misspelt mark would silently not apply."""
+    for page in PAGES:
+        for kind in re.findall(r"<!--\s*([a-z-]+):", page.read_text(encoding="utf-8")):
+            assert kind in (*KINDS, "split-gradient"), f"{page.name}: unknown mark {kind!r}"
+
+
+def _readme_block(needle: str) -> str:
+    return next(b.code.strip() for b in ALL if b.page.name == "README.md" and needle in b.code)
+
+
+def test_ci_runs_the_readme_commands():
+    """.ci/run runs the README's test command as shown (read from README.md), and the main job's setup is
+    the same install without the test extras: what the two `instead` marks on the README rely on."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'next(b for b in blocks if "-m pytest" in b)' in ci and 'bash -euo pipefail -c "$readme_test"' in ci
+    setup_main, _, main_job = _readme_block("simlab sweep sweeps/quick.toml").partition(" && .venv/bin/simlab ")
+    setup_test, _, _ = _readme_block("-m pytest").partition(" && .venv/bin/python -m pytest")
+    assert main_job and setup_test == setup_main.replace("-e .", "-e '.[dev]'")
+
+
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
-def test_block_runs(block: Block, tmp_path: Path) -> None:
-    if block.mark == "skip":
-        assert len(block.payload) > 20, f"{block.id}: a skipped block must say what covers it instead"
-        pytest.skip(block.payload)
-    env = environment(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
-    if block.lang == "python" and block.mark is None:
+def test_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
+    if "skip" in block.marks:
+        assert len(block.marks["skip"]) > 20, f"{block.id}: a skipped block must say what covers it instead"
+        pytest.skip(block.marks["skip"])
+    assert "expect" in block.marks, f"{block.id}: give <!-- expect: ... --> lines its output must hold"
+    work, env = workspace(tmp_path), environment()
+    if "after" in block.marks:
+        _run(["bash", "-euo", "pipefail", "-c", block.marks["after"]], work, env, f"{block.id} (after)")
+    if "instead" in block.marks:
+        why, _, script = block.marks["instead"].partition("\n")
+        assert len(why) > 20 and script.strip(), f"{block.id}: `instead` says why on its first line, then runs"
+        cmd = ["bash", "-euo", "pipefail", "-c", script]
+    elif block.lang == "python":
         cmd = [sys.executable, "-c", block.code]
     else:
-        script = block.payload if block.mark == "smoke" else block.code
-        cmd = ["bash", "-euo", "pipefail", "-c", script]
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"{block.id} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        cmd = ["bash", "-euo", "pipefail", "-c", block.code]
+    output = _run(cmd, work, env, block.id)
+    missing = [line for line in block.marks["expect"].splitlines() if line.strip() and line.strip() not in output]
+    assert not missing, f"{block.id}: the output lacks {missing}:\n{output[-6000:]}"

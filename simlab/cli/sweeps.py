@@ -41,12 +41,13 @@ HeartbeatOpt = Annotated[
 
 
 def _open_spec(spec: str, storage: str | None, tracking_uri: str | None) -> Any:
-    """The spec, with both stores checked before the heavy imports (a bad store exits 2 within seconds)."""
-    from simlab import stores
+    """The spec (at smoke size under ``$SIMLAB_SMOKE``), with both stores checked before the heavy imports
+    (a bad store exits 2 within seconds)."""
+    from simlab import smoke, stores
     from simlab.sweep import load_spec
     from simlab.sweep.shipped import locate
 
-    parsed = load_spec(locate(spec))
+    parsed = smoke.shrink_spec(load_spec(locate(spec)))
     stores.preflight(storage, tracking_uri, stores.home())
     return parsed
 
