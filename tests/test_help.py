@@ -22,13 +22,21 @@ def _help(*args: str) -> str:
     return result.output
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_shows_flags_and_arguments_plainly(command: str) -> None:
-    text = _help(command)
+    text = _help(*([command] if command else []))
     assert "<bool>" not in text
     usage = next(line for line in text.splitlines() if "Usage:" in line)
     assert "{" not in usage and "}" not in usage, usage
     assert re.search(r"--help\s+Show this message", text), text
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == f"simlab {version('simlab')}\n", result.output
+    assert "--version" in _help()
 
 
 def test_the_usage_lines_name_the_arguments() -> None:

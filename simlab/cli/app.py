@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 
-class PlainHelpCommand(TyperCommand):
-    """A command whose ``--help`` shows its flags plainly (``--json``, not ``--json <bool>``) and its
-    arguments as ``SPEC`` / ``[CONFIG]`` in the usage line (typer 0.29 writes ``{spec}``)."""
+class _PlainFlags:
+    """``--help`` shows flags plainly (``--json``, not ``--json <bool>``), the help flag included."""
+
+    params: list[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -24,10 +25,19 @@ class PlainHelpCommand(TyperCommand):
 
     def get_help_option(self, ctx: Any) -> Any:
         """The ``--help`` flag, shown without a type like every other flag."""
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             _plain_metavar(option)
         return option
+
+
+class PlainHelpGroup(_PlainFlags, TyperGroup):
+    """The app's own ``--help`` (``--version``, ``--help``) in the commands' style."""
+
+
+class PlainHelpCommand(_PlainFlags, TyperCommand):
+    """A command whose ``--help`` shows its flags plainly and its arguments as ``SPEC`` / ``[CONFIG]``
+    in the usage line (typer 0.29 writes ``{spec}``)."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """``[OPTIONS] SPEC``: a required argument bare, an optional one in brackets."""
@@ -55,6 +65,7 @@ class _Typer(typer.Typer):
 
 
 app = _Typer(
+    cls=PlainHelpGroup,
     name="simlab",
     help="Simulate compaction-aware RL: credit assignment across compaction boundaries.",
     no_args_is_help=True,
@@ -63,8 +74,19 @@ app = _Typer(
 )
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        typer.echo(f"simlab {version('simlab')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print simlab's version and exit.")] = False,
+) -> None:
     """simlab: segmented rollouts, every published credit-assignment choice, sweeps and analysis."""
 
 
