@@ -482,3 +482,72 @@ def test_a_learning_curve_subset_outside_the_held_out_set(tmp_path: Path, settin
     out = run("train", *args, "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
     _fails_cleanly(out, message)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------- the bounds, written by hand (not read from the rules)
+BOUNDS: list[tuple[str, float, float, str]] = [
+    # key, the smallest allowed value, the largest (inf: none), which ends are open ("lo", "hi", "both", "")
+    ("harness.window", 8, math.inf, ""),  # room for an observation, the phase cue and a summary
+    ("harness.frac", 0.0, 1.0, "lo"),  # a share of the window; 0 would compact before anything is read
+    ("harness.t_comp", 1, math.inf, ""),
+    ("harness.chunk_steps", 1, math.inf, ""),
+    ("harness.tail_steps", 0, math.inf, ""),  # k = 0: nothing kept verbatim
+    ("harness.summary_tokens", 0, math.inf, ""),  # m = 0: a summary of nothing
+    ("harness.max_compactions", 0, math.inf, ""),
+    ("harness.max_steps", 1, math.inf, ""),
+    ("policy.n_layer", 1, math.inf, ""),
+    ("policy.dropout", 0.0, 1.0, "hi"),  # a probability; 1 drops everything
+    ("train.gamma", 0.0, 1.0, "lo"),  # a discount in (0, 1]
+    ("train.lr", 0.0, math.inf, "lo"),
+    ("train.eps_low", 0.0, math.inf, "lo"),  # a clip range of 0 allows no step
+    ("train.eps_high", 0.0, math.inf, "lo"),
+    ("train.max_grad_norm", 0.0, math.inf, "lo"),
+    ("train.temperature", 0.0, math.inf, "lo"),
+    ("train.entropy_coef", 0.0, 1.0, ""),
+    ("train.cost_coef", 0.0, math.inf, ""),  # a penalty, never a bonus
+    ("train.frac_spread", 0.0, 1.0, "hi"),
+    ("train.group_size", 1, math.inf, ""),
+    ("train.prompts", 1, math.inf, ""),
+    ("train.steps", 0, math.inf, ""),  # 0 RL steps: evaluate the base model only
+    ("train.epochs", 1, math.inf, ""),
+    ("train.minibatch_tokens", 0, math.inf, ""),  # 0: one batch of every row
+    ("base.quality", 0.0, 1.0, ""),
+    ("base.steps", 0, math.inf, ""),
+    ("base.episodes", 1, math.inf, ""),
+    ("eval.every", 1, math.inf, ""),
+    ("eval.episodes", 1, math.inf, ""),
+]
+SECTION_OF: dict[str, type[Section]] = {cls.SECTION: cls for cls in SECTIONS}
+
+
+def _edge_values(lo: float, hi: float, open_ends: str, integer: bool) -> tuple[list[float], list[float]]:
+    """(values the key must take, values it must refuse) at the ends of [lo, hi]."""
+    step = 1 if integer else 1e-9
+    good, bad = [], []
+    if open_ends in ("lo", "both"):
+        good.append(lo + step)
+        bad.append(lo)
+    else:
+        good.append(lo)
+        bad.append(lo - step)
+    if hi != math.inf:
+        if open_ends in ("hi", "both"):
+            good.append(hi - step)
+            bad.append(hi)
+        else:
+            good.append(hi)
+            bad.append(hi + step)
+    return good, bad
+
+
+@pytest.mark.parametrize(("key", "lo", "hi", "open_ends"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_each_bound_is_where_it_should_be(key: str, lo: float, hi: float, open_ends: str) -> None:
+    section, _, name = key.partition(".")
+    cls = SECTION_OF[section]
+    integer = isinstance(lo, int)
+    good, bad = _edge_values(lo, hi, open_ends, integer)
+    for value in good:
+        cls.check_fields({name: int(value) if integer else value})
+    for value in bad:
+        with pytest.raises(ConfigError, match=rf"`{key}=.*` is invalid"):
+            cls.check_fields({name: int(value) if integer else value})
