@@ -228,7 +228,7 @@ def _fail_dead(study: optuna.Study, trial: FrozenTrial) -> None:
         storage.set_trial_state_values(tid, TrialState.FAIL)
 
 
-def fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
+def _fail_dead_owners(study: optuna.Study, *, by_owner: bool = True) -> None:
     """FAIL the RUNNING trials whose owner died on this host (``by_owner``), and those that never
     recorded an owner within :data:`UNOWNED_GRACE_S` (killed between claim and record)."""
     now = time.time()
@@ -254,7 +254,7 @@ def reap(study: optuna.Study) -> list[int]:
     if beats:
         with rdb.quiet():
             optuna.storages.fail_stale_trials(study)  # stale trials go to RequeueStale
-    fail_dead_owners(study, by_owner=not beats)
+    _fail_dead_owners(study, by_owner=not beats)
     return [
         t.number
         for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))

@@ -310,24 +310,15 @@ def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
             continue
         d = axis.dist
         assert d is not None
-        if d.kind == "float":
-            out[axis.key] = trial.suggest_float(
-                axis.key,
-                float(d.low),
-                float(d.high),
-                log=d.log,
-                step=None if d.step is None else float(d.step),
-            )
-        elif d.kind == "int":
-            out[axis.key] = trial.suggest_int(
-                axis.key,
-                int(d.low),
-                int(d.high),
-                log=d.log,
-                step=1 if d.step is None else int(d.step),
-            )
-        else:
+        if d.kind == "categorical":
             out[axis.key] = trial.suggest_categorical(axis.key, list(d.choices))
+            continue
+        if d.kind == "float":
+            step = None if d.step is None else float(d.step)
+            out[axis.key] = trial.suggest_float(axis.key, float(d.low), float(d.high), log=d.log, step=step)
+        else:
+            step_int = 1 if d.step is None else int(d.step)
+            out[axis.key] = trial.suggest_int(axis.key, int(d.low), int(d.high), log=d.log, step=step_int)
     if spec.variants:
         out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
     return out
