@@ -275,10 +275,10 @@ def effective_horizon(working_context: float, max_compactions: int) -> float:
     """H = L x (S + 1) for a published setting given as its working context L and S: the harness's own
     formula (:func:`simlab.harness.config.horizon`), with the inputs checked."""
     from simlab.harness.config import horizon
-    from simlab.rules import POSITIVE, IntIn, check_value
+    from simlab.rules import Positive, check_value, ints
 
-    check_value("working_context", working_context, POSITIVE)
-    check_value("max_compactions", max_compactions, IntIn(0))
+    check_value("working_context", working_context, Positive)
+    check_value("max_compactions", max_compactions, ints(0))
     return float(horizon(float(working_context), max_compactions))
 
 

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+from pydantic import InstanceOf
+
 from simlab import smoke
 from simlab.blame import layered_harness
 from simlab.credit import ESTIMATORS, estimator_family
@@ -36,7 +38,7 @@ from simlab.harness.config import HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
-from simlab.rules import Instance, OneOf, check_value, seed_rule
+from simlab.rules import Names, Seed, check_value
 from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS, BaseConfig, EvalConfig, TrainConfig
 from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, section, set_path
 from simlab.schema import flatten as flatten_paths
@@ -56,19 +58,19 @@ POLICY_MARGIN = 16
 class RunConfig(Section):
     """Everything one training run needs; every field is logged."""
 
-    preset: Annotated[str, PRESET_NAMES]
+    preset: PRESET_NAMES
     """The task preset name (``simlab.tasks.presets``)."""
     env_id: str
     """The Gymnasium id of the preset's task."""
-    task: Annotated[TaskConfig, Instance(TaskConfig)]
-    harness: Annotated[HarnessConfig, Instance(HarnessConfig)]
-    policy: Annotated[PolicyConfig, Instance(PolicyConfig)]
-    base: Annotated[BaseConfig, Instance(BaseConfig)]
-    train: Annotated[TrainConfig, Instance(TrainConfig)]
-    eval: Annotated[EvalConfig, Instance(EvalConfig)]
-    seed: Annotated[int, seed_rule(0)] = 0
+    task: InstanceOf[TaskConfig]
+    harness: InstanceOf[HarnessConfig]
+    policy: InstanceOf[PolicyConfig]
+    base: InstanceOf[BaseConfig]
+    train: InstanceOf[TrainConfig]
+    eval: InstanceOf[EvalConfig]
+    seed: Seed = 0
     """Seeds torch, numpy and the training instances."""
-    device: Annotated[str, OneOf(DEVICES)] = "auto"
+    device: Annotated[str, Names(lambda: DEVICES)] = "auto"
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
 
     def check(self) -> None:
@@ -207,11 +209,11 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
     preset = get_preset(user["task"].pop("preset", DEFAULT_PRESET))
     type(preset.task).check_fields(user["task"])
     recipe = RECIPES.get(check_value("train.recipe", user["train"].get("recipe", TrainConfig.recipe),
-                                     TrainConfig.rule("recipe")))
+                                     TrainConfig.allows("recipe")))
     for cls in (HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
         cls.check_fields(user[cls.SECTION])
-    seed = check_value("seed", nested.get("seed", 0), RunConfig.rule("seed"))
-    device = check_value("device", nested.get("device", "auto"), RunConfig.rule("device"))
+    seed = check_value("seed", nested.get("seed", 0), RunConfig.allows("seed"))
+    device = check_value("device", nested.get("device", "auto"), RunConfig.allows("device"))
     if "vocab_size" in user["policy"]:
         raise ConfigError.invalid("policy.vocab_size", user["policy"]["vocab_size"],
                                   "it is set by the task (task.vocab_size); remove it")

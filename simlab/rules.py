@@ -1,22 +1,36 @@
-"""What a configuration field allows: the :class:`Rule` family, the shared bounds, and the texts errors quote.
+"""What a configuration field allows, on pydantic's own constraints, and the one line a refusal becomes.
 
-A rule is used as ``Annotated[type, rule]`` on a section's field (:mod:`simlab.schema`) or on its own
-through :func:`check_value` (an option, a spec entry, a function argument). It returns the value
-unchanged (an integer given for a float stays an integer) or refuses it with what is allowed; the
-refusal becomes one :class:`~simlab.errors.ConfigError` naming the key path, the bad value and that
-text. This module imports nothing from simlab but its errors.
+A field says what it allows in its annotation, with pydantic's constraints::
+
+    window: Annotated[int, Field(ge=8, le=TOKENS_MAX)] = 128
+    frac: Annotated[Real, Field(gt=0, le=1)] = 0.8
+    summary_loss: Literal["train", "mask"] = "train"
+
+Every check is strict (:data:`STRICT`): nothing is converted behind the user's back (no ``"8"`` -> 8,
+no ``True`` -> 1, no ``nan``); :data:`Real` keeps an integer given for a float an integer, so a resolved
+config logs and hashes exactly as written. Three rules are simlab's own, as annotated validators: a name
+a registry holds (:class:`Names`, so a value that validates always runs), a ``(min, max)`` pair in order
+(:class:`MinMax`) and an existing file (:class:`ExistingFile`).
+
+:func:`refusal` renders pydantic's first error as one :class:`~simlab.errors.ConfigError`: the key path,
+the bad value, and what is allowed, read from the annotation itself (:func:`allowed`).
+:func:`check_value` checks one value (an option, a spec entry, a function argument) against an
+annotation. This module imports nothing from simlab but its errors.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from simlab.errors import ConfigError, UnknownNameError
 
@@ -31,59 +45,15 @@ TOKENS_MAX = 2**16
 STEPS_MAX = 2**20
 """Most env steps or compactions a rollout may be allowed."""
 
-
-# ------------------------------------------------------------------------------------------- rules
-class _Bad(Exception):
-    """A rule's refusal: what is allowed, and which part of the value failed (``[1]`` of a pair)."""
-
-    def __init__(
-        self, allowed: str, suffix: str = "", value: Any = None, *, has_value: bool = False,
-        kind: type[ConfigError] = ConfigError,
-    ) -> None:
-        super().__init__(allowed)
-        self.allowed, self.suffix, self.value, self.has_value, self.kind = allowed, suffix, value, has_value, kind
+STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+"""How every field and value is checked: strict types, finite numbers."""
+Real = int | float
+"""A finite real number; an integer stays an integer (strict: a bool is neither)."""
+_CUSTOM = "simlab"
+"""pydantic error type of simlab's own validators; its context holds the text :func:`refusal` quotes."""
 
 
-class Rule:
-    """What one field allows. ``check`` returns the value (unchanged, or a list made a tuple) or raises.
-
-    Used as ``Annotated[type, rule]``: pydantic calls the rule instead of its own coercion, so nothing
-    is converted behind the user's back (no ``"8"`` -> 8, no ``True`` -> 1, no 1 -> 1.0).
-    """
-
-    allowed: str = ""
-    error: ClassVar[type[ConfigError]] = ConfigError
-    """The error type a refusal raises (``UnknownNameError`` for a registered name)."""
-
-    def check(self, value: Any) -> Any:  # pragma: no cover - every rule overrides it
-        """``value`` as the field stores it, or raise ``_Bad`` saying what is allowed."""
-        raise NotImplementedError
-
-    def refuse(self) -> NoReturn:
-        """Refuse the value with this rule's ``allowed`` text."""
-        raise _Bad(self.allowed, kind=self.error)
-
-    def __call__(self, value: Any) -> Any:
-        """pydantic's plain validator: :meth:`check`, with a refusal as a pydantic error carrying its text."""
-        try:
-            return self.check(value)
-        except _Bad as bad:
-            ctx = {"allowed": bad.allowed, "suffix": bad.suffix, "value": bad.value, "has_value": bad.has_value,
-                   "kind": bad.kind}
-            raise PydanticCustomError("simlab", "{allowed}", ctx) from None
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(self)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(float(value))
-
-
+# ------------------------------------------------------------------------------ texts
 def _big(n: int) -> str:
     """Bounds people read: ``2**31 - 1`` rather than 2147483647."""
     for e in range(16, 65):
@@ -113,81 +83,13 @@ def choices_text(choices: Iterable[Any]) -> str:
     return ", ".join(repr(c) for c in choices)
 
 
-@dataclass(frozen=True)
-class IntIn(Rule):
-    """An integer (not a bool) in ``[lo, hi]``."""
-
-    lo: int
-    hi: int = COUNT_MAX
-
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return int_text(self.lo, self.hi)
-
-    def check(self, value: Any) -> Any:
-        """The integer itself, or a refusal."""
-        if not (_is_int(value) and self.lo <= value <= self.hi):
-            self.refuse()
-        return value
+def _refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
+    """A simlab validator's refusal: ``allowed`` is what :func:`refusal` quotes (``suffix``/``value``
+    name the part of the value that failed)."""
+    return PydanticCustomError(_CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
 
 
-@dataclass(frozen=True)
-class RealIn(Rule):
-    """A finite real number (not a bool) in an interval; an integer stays an integer."""
-
-    lo: float
-    hi: float = math.inf
-    lo_open: bool = False
-    hi_open: bool = False
-
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return real_text(self.lo, self.hi, self.lo_open, self.hi_open)
-
-    def check(self, value: Any) -> Any:
-        """The number itself (an integer stays one), or a refusal."""
-        if not _is_real(value):
-            self.refuse()
-        v = float(value)
-        ok = (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
-        if not ok:
-            self.refuse()
-        return value
-
-
-@dataclass(frozen=True)
-class Flag(Rule):
-    """``True`` or ``False`` (not 0 or 1, not a string)."""
-
-    allowed: str = "choose true or false"
-
-    def check(self, value: Any) -> Any:
-        """The boolean itself, or a refusal."""
-        if not isinstance(value, bool):
-            self.refuse()
-        return value
-
-
-@dataclass(frozen=True)
-class OneOf(Rule):
-    """One of a few fixed strings (a list or a table is refused, never hashed)."""
-
-    choices: tuple[str, ...]
-
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return f"choose one of {choices_text(self.choices)}"
-
-    def check(self, value: Any) -> Any:
-        """The string itself, or a refusal."""
-        if not (isinstance(value, str) and value in self.choices):
-            self.refuse()
-        return value
-
-
+# ------------------------------------------------------------------------- simlab's own validators
 class _Names(Protocol):
     def __contains__(self, name: object) -> bool: ...
 
@@ -195,21 +97,22 @@ class _Names(Protocol):
 
 
 @dataclass(frozen=True)
-class NameIn(Rule):
-    """A name a registry (or a mapping) holds, or one of its aliases; ``registry`` is called when the
-    value is checked, so a section can name a registry whose module imports the section's, and names
-    added later count."""
+class Names:
+    """A string that a registry (or a tuple of names) holds, or one of its aliases.
+
+    ``registry`` is called when a value is checked, so a section can name the registry that executes
+    the setting even where that registry's module imports the section's, and names registered later
+    count. ``extra`` are names allowed beside the registry's (``self``, ``none`` for a summariser),
+    ``about`` says what they mean.
+    """
 
     registry: Callable[[], _Names]
     extra: tuple[str, ...] = ()
-    error: ClassVar[type[ConfigError]] = UnknownNameError
-    """Names allowed beside the registry's (``self`` and ``none`` for a summariser)."""
     about: str = ""
-    """What the extra names mean, shown with them."""
 
     @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
+    def allowed(self) -> str:
+        """What the field allows, as the error says it."""
         names = self.registry()
         listed = names.choices() if callable(getattr(names, "choices", None)) else choices_text(names)  # type: ignore[attr-defined]
         if not self.extra:
@@ -217,136 +120,175 @@ class NameIn(Rule):
         extra = choices_text(self.extra) + (f" ({self.about})" if self.about else "")
         return f"choose {extra} or one of {listed}"
 
-    def check(self, value: Any) -> Any:
-        """The name itself (an alias stays one), or a refusal."""
-        if not (isinstance(value, str) and (value in self.extra or value in self.registry())):
-            self.refuse()
-        return value
+    def check(self, value: str) -> str:
+        """The name itself (an alias stays one), or a refusal listing the names."""
+        if value in self.extra or value in self.registry():
+            return value
+        raise _refuse(self.allowed)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
 
 
 @dataclass(frozen=True)
-class Pair(Rule):
-    """A ``(min, max)`` pair of integers with ``lo <= min <= max <= hi``; a list becomes a tuple."""
+class MinMax:
+    """A ``(min, max)`` pair with min <= max, given as a list or a tuple (TOML has no tuples); each
+    element's own bounds are the tuple's item types."""
 
-    lo: int
-    hi: int
+    @staticmethod
+    def check(pair: tuple[int, int]) -> tuple[int, int]:
+        """The pair, or a refusal naming its max."""
+        if pair[1] < pair[0]:
+            raise _refuse(f"choose an integer >= {pair[0]}, the pair's min", suffix="[1]", value=pair[1])
+        return pair
 
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return f"give a (min, max) pair of integers in [{self.lo}, {self.hi}]"
-
-    def check(self, value: Any) -> Any:
-        """The pair as a tuple, or a refusal naming the element that fails."""
-        if not (isinstance(value, (tuple, list)) and len(value) == 2):
-            self.refuse()
-        for i, lo in ((0, self.lo), (1, value[0] if _is_int(value[0]) else self.lo)):
-            if not (_is_int(value[i]) and lo <= value[i] <= self.hi):
-                raise _Bad(int_text(lo, self.hi), f"[{i}]", value[i], has_value=True)
-        return tuple(value)
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        schema = handler(source)
+        schema["strict"] = False  # a list is read as the tuple; the items stay strict
+        return core_schema.no_info_after_validator_function(self.check, schema)
 
 
 @dataclass(frozen=True)
-class Either(Rule):
-    """The first of ``rules`` that accepts the value; ``text`` says them all at once (or makes the text
-    when called, for choices that are registered later)."""
-
-    rules: tuple[Rule, ...]
-    text: str | Callable[[], str] = ""
-
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return self.text() if callable(self.text) else self.text
-
-    def check(self, value: Any) -> Any:
-        """What the first accepting rule returns, or a refusal."""
-        for rule in self.rules:
-            try:
-                return rule.check(value)
-            except _Bad:
-                continue
-        self.refuse()
-
-
-@dataclass(frozen=True)
-class Maybe(Rule):
-    """``None`` or what ``rule`` allows."""
-
-    rule: Rule
-
-    @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return f"{self.rule.allowed}, or leave it unset"
-
-    def check(self, value: Any) -> Any:
-        """``None``, or what the inner rule returns."""
-        return None if value is None else self.rule.check(value)
-
-
-@dataclass(frozen=True)
-class FilePath(Rule):
+class ExistingFile:
     """The path (a string) of an existing file: not a folder, not a missing path."""
 
     what: str = "file"
 
-    def check(self, value: Any) -> Any:
-        """The path itself, or a refusal saying whether it is missing or a folder."""
-        if not isinstance(value, str) or not value:
-            raise _Bad(f"give the path of a {self.what} as a string")
-        path = Path(value)
-        if path.is_dir():
-            raise _Bad(f"{value!r} is a folder; give the path of a {self.what}")
-        if not path.is_file():
-            raise _Bad(f"no such {self.what}")
-        return value
-
-
-@dataclass(frozen=True)
-class Instance(Rule):
-    """An instance of ``cls`` (a section built and checked already)."""
-
-    cls: type
-
     @property
-    def allowed(self) -> str:  # type: ignore[override]
-        """What the rule allows, as the error says it."""
-        return f"give a {self.cls.__name__}"
+    def allowed(self) -> str:
+        """What the field allows, as the error says it."""
+        return f"give the path of a {self.what} as a string"
 
-    def check(self, value: Any) -> Any:
-        """The instance itself, or a refusal."""
-        if not isinstance(value, self.cls):
-            self.refuse()
+    def check(self, value: str) -> str:
+        """The path itself, or a refusal saying whether it is missing or a folder."""
+        path = Path(value)
+        if not value:
+            raise _refuse(self.allowed)
+        if path.is_dir():
+            raise _refuse(f"{value!r} is a folder; give the path of a {self.what}")
+        if not path.is_file():
+            raise _refuse(f"no such {self.what}")
         return value
 
-
-POSITIVE = RealIn(0.0, lo_open=True)
-"""A finite number > 0."""
-UNIT_OPEN = RealIn(0.0, 1.0, lo_open=True)
-"""A number in (0, 1] (a discount, a lambda, a fraction of the window)."""
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
 
 
-def seed_rule(lo: int = 0, *, run: bool = False) -> Rule:
-    """A seed in ``[lo, SEED_MAX]``, or also the word ``run`` (follow the run's seed)."""
-    ints = IntIn(lo, SEED_MAX)
-    if not run:
-        return ints
-    return Either((ints, OneOf(("run",))), f"choose an integer >= {lo} or 'run' (integers at most {_big(SEED_MAX)})")
+# ------------------------------------------------------------------------------ describing a field
+def _parts(tp: Any) -> tuple[Any, list[Any]]:
+    """``tp`` without ``Annotated``, and its metadata (a ``Field``'s constraints unpacked)."""
+    meta: list[Any] = []
+    while get_origin(tp) is Annotated:
+        tp, *more = get_args(tp)
+        meta = [*more, *meta]
+    flat = [m for item in meta for m in (item.metadata if isinstance(item, FieldInfo) else [item])]
+    return tp, flat
 
 
-def check_value(key: str, value: Any, rule: Rule | None) -> Any:
-    """``value`` as ``rule`` allows it, else a :class:`ConfigError` for ``key`` (an option, a spec entry)."""
-    if rule is None:
-        return value
+def _bounds(meta: list[Any]) -> tuple[float, float, bool, bool]:
+    """(lo, hi, lo_open, hi_open) of the constraints in ``meta``; a side without one is infinite."""
+    lo, hi, lo_open, hi_open = -math.inf, math.inf, False, False
+    for m in meta:  # annotated_types' Ge, Gt, Le and Lt, which pydantic makes of Field(ge=...) and so on
+        for name in ("ge", "gt", "le", "lt"):
+            bound = getattr(m, name, None)
+            if bound is None:
+                continue
+            if name in ("ge", "gt"):
+                lo, lo_open = float(bound), name == "gt"
+            else:
+                hi, hi_open = float(bound), name == "lt"
+    return lo, hi, lo_open, hi_open
+
+
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
+def allowed(tp: Any) -> str:
+    """What an annotation allows, as an error says it: ``choose an integer in [8, 65536]``."""
+    tp, meta = _parts(tp)
+    said = next((m.allowed for m in meta if isinstance(m, (Names, ExistingFile))), None)
+    if said is not None:
+        return said
+    lo, hi, lo_open, hi_open = _bounds(meta)
+    if _is_union(tp) and set(get_args(tp)) == {int, float}:
+        return real_text(lo, hi, lo_open, hi_open)
+    if _is_union(tp):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        text = " or ".join(allowed(a).removeprefix("choose ") for a in members)
+        return f"choose {text}" + (", or leave it unset" if len(members) < len(get_args(tp)) else "")
+    if tp is bool:
+        return "choose true or false"
+    if tp is int:
+        return int_text(int(lo), int(hi))
+    if get_origin(tp) is Literal:
+        choices = get_args(tp)
+        return f"choose {choices_text(choices)}" if len(choices) == 1 else f"choose one of {choices_text(choices)}"
+    if get_origin(tp) is tuple:
+        return f"give a (min, max) pair of integers in {allowed(get_args(tp)[0]).removeprefix('choose an integer in ')}"
+    return f"give a {getattr(tp, '__name__', 'value')}"
+
+
+def _item(tp: Any, index: int) -> Any:
+    """The annotation of item ``index`` of a tuple annotation (an ``Optional`` one included)."""
+    tp, _ = _parts(tp)
+    if _is_union(tp):
+        tp = next(a for a in get_args(tp) if a is not type(None))
+        tp, _ = _parts(tp)
+    return get_args(tp)[index]
+
+
+def refusal(key: str, tp: Any, err: ErrorDetails) -> ConfigError:
+    """One of pydantic's errors for the value of ``key`` (annotated ``tp``; ``err``'s location is
+    within that value) as one ``ConfigError``.
+
+    A simlab validator's error quotes its own text; an error inside a tuple names the item
+    (``task.horizon[1]``); any other says what the whole annotation allows. A refused name is an
+    ``UnknownNameError``.
+    """
+    ctx = err.get("ctx") or {}
+    kind = UnknownNameError if any(isinstance(m, Names) for m in _parts(tp)[1]) else ConfigError
+    index = next((p for p in err["loc"] if isinstance(p, int)), None)
+    in_union = any(isinstance(p, str) for p in err["loc"]) and _is_union(_parts(tp)[0])
+    if err["type"] == _CUSTOM and not in_union:
+        return kind.invalid(key + ctx.get("suffix", ""), ctx.get("value", err["input"]), ctx["allowed"])
+    if index is not None:
+        return kind.invalid(f"{key}[{index}]", err["input"], allowed(_item(tp, index)))
+    return kind.invalid(key, err["input"], allowed(tp))
+
+
+@functools.lru_cache(maxsize=512)
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(tp, config=STRICT)
+
+
+def check_value(key: str, value: Any, tp: Any) -> Any:
+    """``value`` as annotation ``tp`` allows it, else a :class:`ConfigError` for ``key``."""
     try:
-        return rule.check(value)
-    except _Bad as bad:
-        raise bad.kind.invalid(key + bad.suffix, bad.value if bad.has_value else value, bad.allowed) from None
+        return _adapter(tp).validate_python(value)
+    except ValidationError as exc:
+        raise refusal(key, tp, exc.errors(include_url=False)[0]) from None
+
+
+def ints(lo: int, hi: int = COUNT_MAX) -> Any:
+    """An integer in ``[lo, hi]`` (for :func:`check_value`; a field writes the ``Annotated`` itself)."""
+    return Annotated[int, Field(ge=lo, le=hi)]
+
+
+Positive = Annotated[Real, Field(gt=0)]
+"""A finite number > 0."""
+NonNegative = Annotated[Real, Field(ge=0)]
+"""A finite number >= 0."""
+Unit = Annotated[Real, Field(ge=0, le=1)]
+"""A number in [0, 1] (a probability, a fraction)."""
+UnitOpen = Annotated[Real, Field(gt=0, le=1)]
+"""A number in (0, 1] (a discount, a lambda, a fraction of the window)."""
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+"""A seed."""
 
 
 __all__ = [
-    "BATCH_MAX", "COUNT_MAX", "POSITIVE", "SEED_MAX", "STEPS_MAX", "TOKENS_MAX", "UNIT_OPEN",
-    "Either", "FilePath", "Flag", "Instance", "IntIn", "Maybe", "NameIn", "OneOf", "Pair", "RealIn", "Rule",
-    "check_value", "choices_text", "int_text", "real_text", "seed_rule",
+    "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TOKENS_MAX", "ExistingFile", "MinMax", "Names",
+    "NonNegative", "Positive", "Real", "Seed", "Unit", "UnitOpen", "allowed", "check_value", "choices_text",
+    "int_text", "ints", "real_text", "refusal",
 ]

@@ -8,7 +8,9 @@ ratio and schedule names are looked up in :mod:`simlab.update` only when a value
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from simlab.credit import (
     BASELINES,
@@ -19,11 +21,22 @@ from simlab.credit import (
     estimator_family,
     estimators_of,
 )
-from simlab.credit.lambdas import LAMBDA_READINGS
+from simlab.credit.lambdas import LAM
 from simlab.harness.agents import AGENTS, SCRIPTED_QUALITY
 from simlab.harness.config import THRESHOLD_DRAWS
 from simlab.recipes import RECIPES
-from simlab.rules import BATCH_MAX, Either, FilePath, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, seed_rule
+from simlab.rules import (
+    BATCH_MAX,
+    COUNT_MAX,
+    SEED_MAX,
+    ExistingFile,
+    Names,
+    NonNegative,
+    Positive,
+    Real,
+    Unit,
+    UnitOpen,
+)
 from simlab.schema import Section, section
 
 
@@ -39,12 +52,6 @@ MINIBATCH_TOKENS = 1024
 """Token slots per mini-batch by default: on one CPU core, larger mini-batches spill out of its cache
 (``benchmarks/bench_throughput.py``)."""
 
-Positive = Annotated[float, RealIn(0.0, lo_open=True)]
-"""A finite number > 0."""
-Unit = Annotated[float, RealIn(0.0, 1.0)]
-"""A number in [0, 1]."""
-UnitOpen = Annotated[float, RealIn(0.0, 1.0, lo_open=True)]
-"""A number in (0, 1]."""
 SUMMARY_LOSSES = ("train", "mask")
 """``train.summary_loss``: the summary tokens trained with the outcome's advantage, or their loss masked."""
 SCHEDULE_UNITS = ("rollouts", "rows")
@@ -57,95 +64,91 @@ class TrainConfig(Section):
 
     SECTION = "train"
 
-    recipe: Annotated[str, NameIn(lambda: RECIPES)] = "supo"
+    recipe: Annotated[str, Names(lambda: RECIPES)] = "supo"
     """Named defaults from ``simlab.recipes`` (supo, compactionrl, resum, autocompact, baselines)."""
-    algorithm: Annotated[str, OneOf(("auto", "grpo", "ppo"))] = "auto"
+    algorithm: Literal["auto", "grpo", "ppo"] = "auto"
     """``grpo`` (group estimators, no critic) or ``ppo`` (GAE estimators with a critic); ``auto`` picks
     by the estimator's family, so a sweep over estimators switches algorithm with it."""
-    estimator: Annotated[str, NameIn(lambda: ESTIMATORS)] = "rollout_group"
+    estimator: Annotated[str, Names(lambda: ESTIMATORS)] = "rollout_group"
     """Advantage estimator, a name in ``simlab.credit.ESTIMATORS``."""
-    normaliser: Annotated[str, NameIn(lambda: NORMALISERS)] = "token"
+    normaliser: Annotated[str, Names(lambda: NORMALISERS)] = "token"
     """Loss normaliser, a name (or verl alias) in ``simlab.credit.NORMALISERS``."""
-    row_weight: Annotated[str, NameIn(lambda: ROW_WEIGHTS)] = "none"
+    row_weight: Annotated[str, Names(lambda: ROW_WEIGHTS)] = "none"
     """Per-row loss weight c_j, times the normaliser's (verl PR #7580's ``loss_weight``): ``none``,
     ``inverse_k`` (1/K: every rollout counts once) or ``length_ratio`` (n_j / mean n)."""
-    overlong_mask: Annotated[bool, Flag()] = True
+    overlong_mask: bool = True
     """SUPO: unfinished rollouts get zero loss weight (they still count in advantage statistics)."""
-    summary_loss: Annotated[str, OneOf(SUMMARY_LOSSES)] = "train"
+    summary_loss: Annotated[str, Names(lambda: SUMMARY_LOSSES)] = "train"
     """The summary tokens the policy writes: ``train`` them with the outcome's advantage, or ``mask`` their
     loss (weight 0, out of every normaliser's denominators; the critic still regresses on them)."""
-    baseline: Annotated[str, NameIn(lambda: BASELINES)] = "all"
+    baseline: Annotated[str, Names(lambda: BASELINES)] = "all"
     """Group estimators: which rollouts enter the group's mean and std, ``all`` or ``finished`` (invalid,
     overlong rollouts out of the baseline, NeMo-RL #4078); every rollout still gets an advantage."""
-    cost: Annotated[str, NameIn(lambda: COSTS)] = "none"
+    cost: Annotated[str, Names(lambda: COSTS)] = "none"
     """A per-segment cost summed over the rollout's segments and subtracted from its reward (``tokens``,
     ``segments``, ``context``: keys attended), x ``cost_coef``; ``none``: the task's reward."""
-    cost_coef: Annotated[float, RealIn(0.0)] = 0.0
+    cost_coef: NonNegative = 0.0
     """Reward units per unit of ``cost`` (per token, per segment, per attended key), >= 0."""
-    ratio: Annotated[str, NameIn(lambda: _update().RATIOS)] = "token"
+    ratio: Annotated[str, Names(lambda: _update().RATIOS)] = "token"
     """Importance ratio of the clipped loss: ``token`` (PPO) or ``segment`` (GSPO's geometric mean over a
     segment's tokens, clipped per segment; set eps_low/eps_high to GSPO's 3e-4/4e-4 scale)."""
-    whiten: Annotated[bool, Flag()] = False
+    whiten: bool = False
     """Batch-level masked whitening of advantages (verl applies it after GAE)."""
-    std_normalize: Annotated[bool, Flag()] = True
+    std_normalize: bool = True
     """Group estimators: divide by the group std (False: Dr. GRPO's R - mean)."""
-    unbiased_std: Annotated[bool, Flag()] = False
+    unbiased_std: bool = False
     """Group estimators: ddof=1 std as verl's torch.std; default population std."""
     gamma: UnitOpen = 1.0
     """GAE discount, in (0, 1]."""
-    lam: Annotated[
-        float | str,
-        Either((RealIn(0.0, 1.0, lo_open=True), NameIn(lambda: LAMBDA_READINGS)),
-               lambda: f"choose a float in (0, 1] or one of {LAMBDA_READINGS.choices()}"),
-    ] = 0.95
+    lam: LAM = 0.95
     """GAE lambda in (0, 1], or a length-adaptive reading (response_cap, segment_length, trajectory_length)."""
-    alpha: Annotated[float | None, Maybe(RealIn(0.0, lo_open=True))] = None
+    alpha: Positive | None = None
     """Length-adaptive lambda: lam = 1 - 1/(alpha * l). Required with a reading."""
-    response_cap: Annotated[int | None, Maybe(IntIn(1))] = None
+    response_cap: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     """Per-response token cap ``l`` of the ``response_cap`` reading."""
-    group_size: Annotated[int, IntIn(1, BATCH_MAX)] = 8
+    group_size: Annotated[int, Field(ge=1, le=BATCH_MAX)] = 8
     """G: rollouts per prompt (GRPO); PPO recipes use 1."""
-    prompts: Annotated[int, IntIn(1, BATCH_MAX)] = 16
+    prompts: Annotated[int, Field(ge=1, le=BATCH_MAX)] = 16
     """Prompts per training step; the step runs prompts x G rollouts."""
-    steps: Annotated[int, IntIn(0)] = 30
+    steps: Annotated[int, Field(ge=0, le=COUNT_MAX)] = 30
     """RL training steps."""
     lr: Positive = 3e-4
     """Policy learning rate (Adam)."""
-    lr_schedule: Annotated[str, NameIn(lambda: _update().SCHEDULES)] = "constant"
+    lr_schedule: Annotated[str, Names(lambda: _update().SCHEDULES)] = "constant"
     """Learning-rate schedule over the planned ``steps x prompts x group_size`` units: ``constant``,
     ``linear`` or ``cosine`` decay to 0 (policy and critic alike)."""
-    schedule_unit: Annotated[str, OneOf(SCHEDULE_UNITS)] = "rollouts"
+    schedule_unit: Annotated[str, Names(lambda: SCHEDULE_UNITS)] = "rollouts"
     """What the schedule's clock counts: logical ``rollouts`` (NeMo-RL #4078) or ``rows`` (segments), so
     that a compacting policy runs through its schedule K times faster."""
-    threshold_draw: Annotated[str, OneOf(THRESHOLD_DRAWS)] = "fixed"
+    threshold_draw: Annotated[str, Names(lambda: THRESHOLD_DRAWS)] = "fixed"
     """Training rollouts' threshold L = floor(frac x W): ``fixed`` (harness.frac), drawn once per
     ``group`` (its G rollouts share it) or per ``rollout``, uniformly in harness.frac +- frac_spread.
     Evaluation always plays harness.frac."""
-    frac_spread: Annotated[float, RealIn(0.0, 1.0, hi_open=True)] = 0.0
+    frac_spread: Annotated[Real, Field(ge=0, lt=1)] = 0.0
     """Half-width of the threshold draw around harness.frac; > 0 needs a ``group`` or ``rollout`` draw
     (0 with a draw is the control: every draw gives harness.frac)."""
-    critic: Annotated[str, OneOf(("auto", "none", "head", "separate"))] = "auto"
+    critic: Literal["auto", "none", "head", "separate"] = "auto"
     """``none`` (GRPO), ``head`` (value head on the policy trunk) or ``separate`` (CompactionRL: a critic
     initialised from the policy checkpoint, with its own optimiser); ``auto``: none for GRPO, separate
     for PPO."""
     critic_lr_scale: Positive = 1.5
     """Critic learning rate = lr x this (CompactionRL: 3e-6 / 2e-6)."""
-    value_pretrain_steps: Annotated[int, IntIn(0)] = 0
+    value_pretrain_steps: Annotated[int, Field(ge=0, le=COUNT_MAX)] = 0
     """Critic-only steps before RL (CompactionRL: 50 at full scale)."""
-    value_updates: Annotated[int, IntIn(1)] = 2
+    value_updates: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 2
     """Critic updates per policy update (CompactionRL: 2)."""
     eps_low: Positive = 0.2
     """Lower clip range of the ratio, > 0."""
     eps_high: Positive = 0.28
     """Upper clip range (clip-higher), > 0."""
-    epochs: Annotated[int, IntIn(1)] = 1
+    epochs: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     """Passes over each rollout batch."""
-    minibatch_segments: Annotated[int, IntIn(1, 2**16)] = 256
+    minibatch_segments: Annotated[int, Field(ge=1, le=2**16)] = 256
     """Most segments in one update mini-batch (a memory bound; the loss is the whole batch's either way)."""
-    minibatch_tokens: Annotated[int, IntIn(0, 2**24)] = MINIBATCH_TOKENS
+    minibatch_tokens: Annotated[int, Field(ge=0, le=2**24)] = MINIBATCH_TOKENS
     """With ``length_buckets``: most token slots (segments x the longest of them) in one mini-batch; 0: no
     bound. Small mini-batches stay in a CPU core's cache (1,024 suits d = 64-128); on a GPU raise both."""
-    length_buckets: Annotated[bool, Flag()] = True
+    length_buckets: bool = True
     """Group segments of similar length into mini-batches, each cut to its longest segment. False: random
     mini-batches of ``minibatch_segments`` rows at the batch's longest, padded with dummy zero-weight rows
     (the update before issue 21). The loss is the same; float rounding differs."""
@@ -155,7 +158,7 @@ class TrainConfig(Section):
     """Sampling temperature during training rollouts."""
     entropy_coef: Unit = 0.0
     """Entropy bonus (0: none, as SUPO)."""
-    summariser_checkpoint: Annotated[str | None, Maybe(FilePath("checkpoint file"))] = None
+    summariser_checkpoint: Annotated[str, ExistingFile("checkpoint file")] | None = None
     """With ``harness.summariser='frozen'``: the frozen summariser's checkpoint (default: the base)."""
 
     def check(self) -> None:
@@ -201,30 +204,30 @@ class BaseConfig(Section):
 
     SECTION = "base"
 
-    teacher: Annotated[str, NameIn(lambda: AGENTS)] = "scripted"
+    teacher: Annotated[str, Names(lambda: AGENTS)] = "scripted"
     """Reference agent to clone (``scripted`` at quality q gives an imperfect summariser)."""
     quality: Unit = SCRIPTED_QUALITY
     """Summary quality q of the scripted teacher, in [0, 1]."""
-    steps: Annotated[int, IntIn(0)] = 200
+    steps: Annotated[int, Field(ge=0, le=COUNT_MAX)] = 200
     """Behaviour-cloning steps (0: start RL from a random policy)."""
-    episodes: Annotated[int, IntIn(1, BATCH_MAX)] = 128
+    episodes: Annotated[int, Field(ge=1, le=BATCH_MAX)] = 128
     """Teacher rollouts per behaviour-cloning step."""
     lr: Positive = 1e-3
     """Learning rate of behaviour cloning."""
-    minibatch_tokens: Annotated[int, IntIn(0, 2**24)] = MINIBATCH_TOKENS
+    minibatch_tokens: Annotated[int, Field(ge=0, le=2**24)] = MINIBATCH_TOKENS
     """A step's gradient is accumulated over length buckets of at most this many token slots (segments x
     the longest of them); 0: the step's batch in one padded pass (the base model before issue 21)."""
-    teach: Annotated[str, OneOf(("task", "full"))] = "task"
+    teach: Literal["task", "full"] = "task"
     """What the demonstrations are played on: ``task`` (the run's task) or ``full`` (the task with nothing
     withheld, ``TaskConfig.full_information``: no hard instances, and on PeekRead peeks that show the fact
     and no fact lost to the coupling). ``full`` teaches the copy of the fact on every demonstration, where
     the real task shows it in only some; the route choice stays the teacher's."""
-    compact_demos: Annotated[bool, Flag()] = True
+    compact_demos: bool = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""
-    cache: Annotated[bool, Flag()] = True
+    cache: bool = True
     """Reuse a cached checkpoint addressed by this config, the task and the policy shape."""
-    seed: Annotated[int | str, seed_rule(0, run=True)] = 0
+    seed: Annotated[int, Field(ge=0, le=SEED_MAX)] | Literal["run"] = 0
     """Seed of behaviour cloning (initial weights, demonstration stream). An integer gives every run seed
     and every arm of a sweep one shared base model; ``"run"`` builds one base model per run seed, so
     seed-to-seed spread also covers the base model. Either way, arms that share a seed share a base."""
@@ -242,21 +245,21 @@ class EvalConfig(Section):
 
     SECTION = "eval"
 
-    every: Annotated[int, IntIn(1)] = 10
+    every: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 10
     """Evaluate every this many RL steps (and before the first and after the last)."""
-    episodes: Annotated[int, IntIn(1, BATCH_MAX)] = 128
+    episodes: Annotated[int, Field(ge=1, le=BATCH_MAX)] = 128
     """Held-out rollouts per configuration."""
-    seed: Annotated[int | str, seed_rule(1, run=True)] = 1_000_000
+    seed: Annotated[int, Field(ge=1, le=SEED_MAX)] | Literal["run"] = 1_000_000
     """First held-out instance seed; training seeds stay below it. ``"run"``: a held-out set per run seed
     (from ``RUN_EVAL_SEEDS`` on, ``EVAL_SEED_STRIDE`` apart), for statistics over instances; arms that share
     a seed still share their instances."""
-    single_window: Annotated[bool, Flag()] = True
+    single_window: bool = True
     """Also evaluate with compaction disabled (trigger ``none``); the seed warns the two diverge."""
-    curve_episodes: Annotated[int | None, Maybe(IntIn(1, BATCH_MAX))] = None
+    curve_episodes: Annotated[int, Field(ge=1, le=BATCH_MAX)] | None = None
     """Held-out episodes of each intermediate evaluation (the first ones of the held-out set), for cheap
     learning curves when ``every`` is small; ``None``: all ``episodes``. The final evaluation always plays
     the full set."""
-    curve_single_window: Annotated[bool, Flag()] = True
+    curve_single_window: bool = True
     """Intermediate evaluations also play single-window (when ``single_window``); ``False``: compacted only."""
 
     def check(self) -> None:

@@ -2,16 +2,16 @@
 
 Every configuration in simlab (task, harness, policy, base, train, eval) is a **section**: a frozen
 dataclass declared with :func:`section`. pydantic validates it whenever one is built, also by
-``dataclasses.replace`` and :meth:`Section.replace`; each field's annotation carries a
-:class:`~simlab.rules.Rule` (:mod:`simlab.rules`) that says what the field allows::
+``dataclasses.replace`` and :meth:`Section.replace`, strictly (:data:`~simlab.rules.STRICT`); each
+field's annotation says what it allows with pydantic's own constraints (:mod:`simlab.rules`)::
 
-    window: Annotated[int, IntIn(8, TOKENS_MAX)] = 128  # W: the working window
+    window: Annotated[int, Field(ge=8, le=TOKENS_MAX)] = 128  # W: the working window, in tokens
 
-A rule returns the value unchanged (an integer given for a float stays an integer, so a resolved config
-logs and hashes exactly as written) or fails with what is allowed, and the section raises one
-:class:`~simlab.errors.ConfigError` that names the full key path (``harness.window``), the bad value
-and that text. Checks that involve several fields go in :meth:`Section.check`, which runs after every
-field has passed its own rule.
+A value that passes is kept as written (an integer given for a float stays an integer, so a resolved
+config logs and hashes exactly as written); one that fails becomes one
+:class:`~simlab.errors.ConfigError` that names the full key path (``harness.window``), the bad value and
+what the annotation allows. Checks that involve several fields go in :meth:`Section.check`, which runs
+after every field has passed its own.
 
 Also here: :func:`flatten`, the one flattener (run params, the sweep spec's settings, MLflow params
 and the report all use key paths ``section.key``), and the ``--set KEY=VALUE`` grammar
@@ -26,18 +26,18 @@ import functools
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
+from typing import Annotated, Any, ClassVar, Self, TypeVar, dataclass_transform
 
 import pydantic
 from pydantic import ConfigDict, ValidationError
 
 from simlab.errors import ConfigError
-from simlab.rules import Rule, check_value
+from simlab.rules import STRICT, check_value, refusal
 
 # ----------------------------------------------------------------------------------------- sections
 _T = TypeVar("_T")
 _PYDANTIC = ConfigDict(
-    extra="forbid", arbitrary_types_allowed=True, revalidate_instances="never", use_attribute_docstrings=True
+    **STRICT, extra="forbid", arbitrary_types_allowed=True, revalidate_instances="never", use_attribute_docstrings=True
 )
 
 
@@ -66,14 +66,15 @@ class Section:
         return f"{cls.SECTION}.{name}" if cls.SECTION else name
 
     @classmethod
-    def rule(cls, name: str) -> Rule | None:
-        """The rule in field ``name``'s annotation."""
+    def allows(cls, name: str) -> Any:
+        """Field ``name``'s annotation with its constraints: what :func:`~simlab.rules.check_value` and
+        :func:`~simlab.rules.allowed` read."""
         info = cls.__pydantic_fields__[name]  # type: ignore[attr-defined]
-        return next((m for m in info.metadata if isinstance(m, Rule)), None)
+        return Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
 
     @classmethod
     def check_fields(cls, data: Mapping[str, Any]) -> None:
-        """Check settings one by one before they are combined (unknown keys, each field's rule).
+        """Check settings one by one before they are combined (unknown keys, each field's annotation).
 
         For the settings a user gives: a value of the wrong kind is refused by its own key before any
         preset or recipe arithmetic reads it.
@@ -82,9 +83,7 @@ class Section:
         for name, value in data.items():
             if name not in names:
                 raise ConfigError.unknown(cls.key(name), names)
-            rule = cls.rule(name)
-            if rule is not None:
-                check_value(cls.key(name), value, rule)
+            check_value(cls.key(name), value, cls.allows(name))
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -106,27 +105,18 @@ class Section:
 
 def _first_error(cls: type, exc: ValidationError) -> ConfigError:
     """The first of pydantic's errors as one :class:`ConfigError` naming the full key path."""
-    prefix = getattr(cls, "SECTION", "")
     err = exc.errors(include_url=False)[0]
-    ctx = err.get("ctx") or {}
-    original = ctx.get("error")
+    original = (err.get("ctx") or {}).get("error")
     if isinstance(original, ConfigError):
-        return original.under(prefix)
+        return original.under(getattr(cls, "SECTION", ""))
     loc = err.get("loc") or ()
     field = str(loc[0]) if loc else ""
-    key = f"{prefix}.{field}" if prefix else field
-    kind = err.get("type", "")
-    if kind == "unexpected_keyword_argument":
-        return ConfigError.unknown(key, [f.name for f in dataclasses.fields(cls)])
-    if kind in ("missing_argument", "missing"):
+    key = cls.key(field)  # type: ignore[attr-defined]
+    if err["type"] == "unexpected_keyword_argument":
+        return ConfigError.unknown(key, cls.field_names())  # type: ignore[attr-defined]
+    if err["type"] in ("missing_argument", "missing"):
         return ConfigError(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
-    if kind == "simlab":
-        value = ctx["value"] if ctx.get("has_value") else err.get("input")
-        kind_of: type[ConfigError] = ctx.get("kind", ConfigError)
-        return kind_of.invalid(key + str(ctx.get("suffix", "")), value, str(ctx["allowed"]))
-    if isinstance(original, Exception):
-        return ConfigError.invalid(key, err.get("input"), str(original))
-    return ConfigError.invalid(key, err.get("input"), str(err.get("msg", "")))
+    return refusal(key, cls.allows(field), {**err, "loc": tuple(loc[1:])})  # type: ignore[attr-defined]
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, pydantic.Field))
@@ -185,7 +175,7 @@ def loggable(value: Any) -> str | int | float | bool:
 def parse_value(text: str) -> Any:
     """A ``--set`` value as TOML reads it (numbers, booleans, arrays, inline tables); else a string.
 
-    ``nan`` and ``inf`` parse as floats, so the field's rule refuses them by name.
+    ``nan`` and ``inf`` parse as floats, so the field's check refuses them by name.
     """
     try:
         return tomllib.loads(f"v = {text}")["v"]

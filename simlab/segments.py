@@ -23,7 +23,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from simlab.rules import IntIn, check_value
+from simlab.rules import check_value, ints
 from simlab.segment_checks import critic_grid, encode_groups, finished_flags, finite_vector, segment_counts
 
 FloatArray = NDArray[np.float64]
@@ -135,7 +135,7 @@ class SegmentBatch:
         Dummy rows are zero in every output and never change a real row's weight (SUPO's padding of
         the segment count to the mini-batch size).
         """
-        check_value("multiple", multiple, IntIn(1))
+        check_value("multiple", multiple, ints(1))
         extra = (-self.num_segments) % int(multiple)
         if extra == 0:
             return self

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from simlab.registry import Registry
-from simlab.rules import POSITIVE, RealIn, check_value
+from simlab.rules import NonNegative, Positive, check_value
 
 Ratio = Callable[[Tensor, Tensor], Tensor]
 """(log_ratio: (B, T), mask: (B, T) tokens that count) -> (B, T) the importance ratio of each token."""
@@ -71,14 +71,14 @@ def cosine_lr(p: float) -> float:
 def lr_factor(schedule: str, used: float, planned: float) -> float:
     """f(used / planned) of schedule ``schedule``: the learning-rate factor once ``used`` of ``planned``
     units (rollouts or rows) have been trained on."""
-    planned = float(check_value("planned", planned, RealIn(0.0, lo_open=True)))
-    used = float(check_value("used", used, RealIn(0.0)))
+    planned = float(check_value("planned", planned, Positive))
+    used = float(check_value("used", used, NonNegative))
     return SCHEDULES.get(schedule, "lr_schedule")(used / planned)
 
 
 def check_clip(name: str, value: float) -> float:
     """``value`` as a float, or ``ConfigError`` unless it is a finite number > 0 (a clip range)."""
-    return float(check_value(name, value, POSITIVE))
+    return float(check_value(name, value, Positive))
 
 
 @dataclass(frozen=True)

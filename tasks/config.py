@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from pydantic import Field
+
 from simlab.errors import ConfigError
-from simlab.rules import Flag, IntIn, Pair, RealIn, int_text
+from simlab.rules import MinMax, Real, Unit, int_text
 from simlab.schema import Section, section
 from simlab.tasks import vocab
 
 TOKENS = 4096
 """Largest vocabulary, horizon or observation length a task takes."""
-Unit = Annotated[float, RealIn(0.0, 1.0)]
-"""A probability or fraction in [0, 1]."""
-Signed = Annotated[float, RealIn(-1.0, 1.0)]
+Signed = Annotated[Real, Field(ge=-1, le=1)]
 """A knob in [-1, 1]."""
+Length = Annotated[int, Field(ge=1, le=TOKENS)]
+"""A length in tokens."""
+Pair = Annotated[tuple[Length, Length], MinMax()]
+"""A (min, max) pair of lengths, min <= max."""
+Steps = Annotated[int, Field(ge=2, le=TOKENS)]
+"""A number of steps before the query."""
 
 
 @section
@@ -28,15 +34,15 @@ class TaskConfig(Section):
 
     SECTION = "task"
 
-    vocab_size: Annotated[int, IntIn(vocab.FIRST_CONTENT + 1, TOKENS)] = 48
+    vocab_size: Annotated[int, Field(ge=vocab.FIRST_CONTENT + 1, le=TOKENS)] = 48
     """Total vocabulary V, specials included; content ids are 16..V-1."""
-    horizon: Annotated[tuple[int, int], Pair(2, TOKENS)] = (16, 24)
+    horizon: Annotated[tuple[Steps, Steps], MinMax()] = (16, 24)
     """(min, max) steps before the query, drawn uniformly per instance."""
-    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (4, 8)
+    obs_tokens: Pair = (4, 8)
     """(min, max) tokens per observation, drawn uniformly per step."""
     tail_prob: Unit = 0.0
     """Probability that a step's observation is a heavy-tail one of ``tail_tokens`` tokens."""
-    tail_tokens: Annotated[int, IntIn(1, TOKENS)] = 32
+    tail_tokens: Annotated[int, Field(ge=1, le=TOKENS)] = 32
     """Length of a heavy-tail observation (makes the discard rule matter)."""
     noise: Unit = 0.0
     """Action slip: with this probability the env executes a random action instead of the chosen one."""
@@ -45,7 +51,7 @@ class TaskConfig(Section):
     compaction_reward_corr: Signed = 0.0
     """In [-1, 1]: >0 pads easy instances with extra distractor tokens (more compactions, more success),
     <0 pads the hard ones; |value| scales the padding. 0 pads nothing."""
-    corr_pad_tokens: Annotated[int, IntIn(0, TOKENS)] = 8
+    corr_pad_tokens: Annotated[int, Field(ge=0, le=TOKENS)] = 8
     """Extra distractor tokens per observation at ``|compaction_reward_corr| = 1``."""
 
     def check(self) -> None:
@@ -94,11 +100,11 @@ class TaskConfig(Section):
 class KeyRecallConfig(TaskConfig):
     """The memory task: facts among distractors, one of them asked about at the end."""
 
-    num_facts: Annotated[int, IntIn(1, 1024)] = 6
+    num_facts: Annotated[int, Field(ge=1, le=1024)] = 6
     """Facts per instance (distinct keys)."""
-    fact_frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.5
+    fact_frac: Annotated[Real, Field(gt=0, le=1)] = 0.5
     """Facts appear in the first ``fact_frac`` of the horizon, so the asked one has left the window."""
-    zipf: Annotated[float, RealIn(0.0, 10.0)] = 1.2
+    zipf: Annotated[Real, Field(ge=0, le=10)] = 1.2
     """Query prior: key of rank r (0 = lowest id) is asked with weight (r+1)^-zipf among the facts shown."""
 
     def min_content(self) -> int:
@@ -122,11 +128,11 @@ class KeyRecallConfig(TaskConfig):
 class PointerChaseConfig(TaskConfig):
     """The state task: follow a chain of links, keep a running sum, answer it at the end."""
 
-    num_nodes: Annotated[int, IntIn(2, 1024)] = 12
+    num_nodes: Annotated[int, Field(ge=2, le=1024)] = 12
     """Distinct nodes (content tokens) the chain walks over."""
-    num_pairs: Annotated[int, IntIn(1, 64)] = 2
+    num_pairs: Annotated[int, Field(ge=1, le=64)] = 2
     """LINK pairs per table: one true, the rest distractors."""
-    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (8, 10)
+    obs_tokens: Pair = (8, 10)
     """(min, max) tokens per observation; at least 1 + 3 * num_pairs (step index and links)."""
 
     def min_content(self) -> int:
@@ -147,9 +153,9 @@ class PeekReadConfig(TaskConfig):
     ``read_payoff`` sets what reading is worth.
     """
 
-    obs_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (3, 4)
+    obs_tokens: Pair = (3, 4)
     """(min, max) tokens of a peek (at least 3: a peek can hold ``FACT key value``)."""
-    read_tokens: Annotated[tuple[int, int], Pair(1, TOKENS)] = (12, 14)
+    read_tokens: Pair = (12, 14)
     """(min, max) tokens of a read (at least 3 longer than a peek, so reading costs context)."""
     read_payoff: Signed = 1.0
     """In [-1, 1]: what reading is worth. > 0: the fact is in the read of its step, and a peek at that
@@ -157,19 +163,19 @@ class PeekReadConfig(TaskConfig):
     the fact, and each later step (before the query) is a trap with probability |read_payoff|: reading
     there breaks the episode (long detours are traps). 0: peeks and reads carry the same fact and no
     step is a trap (the control: reading only costs context)."""
-    fact_frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.2
+    fact_frac: Annotated[Real, Field(gt=0, le=1)] = 0.2
     """The fact opens the observation of a step in the first ``fact_frac`` of the horizon (at least the
     first step; the default keeps it there for horizons under 10)."""
     burst_prob: Unit = 0.0
     """Per rollout, the probability that a read at the fact step bursts: its output goes on over the next
     ``burst_steps`` observations, each ``burst_tokens`` long, whatever the agent does there. Drawn from the
     rollout's own stream, so the G rollouts of one prompt differ. 0: no bursts."""
-    burst_steps: Annotated[int, IntIn(1, TOKENS)] = 2
+    burst_steps: Annotated[int, Field(ge=1, le=TOKENS)] = 2
     """The burst's length in observations (cut short before the query). Under a threshold trigger with the
     discard rule, a burst observation longer than L - 8 forces one compaction each and is dropped."""
-    burst_tokens: Annotated[int, IntIn(1, TOKENS)] = 48
+    burst_tokens: Annotated[int, Field(ge=1, le=TOKENS)] = 48
     """Tokens of each burst observation (distractor values; longer than any read)."""
-    burst_restates: Annotated[bool, Flag()] = True
+    burst_restates: bool = True
     """The burst ends with a short observation that opens with the fact again (unless the coupling lost
     it), so a burst reader need not carry the fact through the burst's summaries and K alone goes with
     nothing at c = 0. False: the fact must survive the summaries, and the learned summariser couples K

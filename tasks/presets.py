@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from simlab.rules import NameIn, check_value
+from simlab.rules import Names, check_value
 from simlab.schema import plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
@@ -203,7 +203,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-PRESET_NAMES = NameIn(lambda: PRESETS)
+PRESET_NAMES = Annotated[str, Names(lambda: PRESETS)]
 """The rule of ``task.preset``: a preset's name."""
 
 

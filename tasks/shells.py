@@ -18,7 +18,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from simlab.rules import BATCH_MAX, IntIn, check_value
+from simlab.rules import BATCH_MAX, check_value, ints
 from simlab.tasks import core
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.core import IntArray
@@ -163,7 +163,7 @@ class TokenTaskVectorEnv(VectorEnv[IntArray, IntArray, Any]):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        check_value("num_envs", num_envs, IntIn(1, BATCH_MAX))
+        check_value("num_envs", num_envs, ints(1, BATCH_MAX))
         self.config = _configure(self.task, config, overrides)
         self.num_envs = num_envs
         self.render_mode = render_mode

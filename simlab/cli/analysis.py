@@ -249,13 +249,13 @@ def ui(
     import os
 
     from simlab import stores, tracking
-    from simlab.rules import IntIn, check_value
+    from simlab.rules import check_value, ints
     from simlab.tracking.server import check_listen, ui_command
     from simlab.tracking.views import sweep_links
 
     try:
-        check_value("--port", port, IntIn(1, 65535))
-        check_value("--workers", workers, IntIn(1, 64))
+        check_value("--port", port, ints(1, 65535))
+        check_value("--workers", workers, ints(1, 64))
         store = tracking.Store(*stores.check_run_store(tracking_uri, stores.home()))  # checked as sweep does
         check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
     except ConfigError as exc:

@@ -29,7 +29,7 @@ from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.errors import ConfigError
 from simlab.registry import Registry
-from simlab.rules import RealIn, check_value
+from simlab.rules import NonNegative, check_value
 from simlab.segments import BoolArray, FloatArray, SegmentBatch
 
 
@@ -89,7 +89,7 @@ def _group_advantage(
     weight_r is how many times rollout r enters its group's statistics (1: per rollout; K_r: per segment;
     0: left out of the baseline).
     """
-    check_value("eps", eps, RealIn(0.0))
+    check_value("eps", eps, NonNegative)
     g, rewards, ng = batch.groups, batch.rewards, batch.num_groups
     rollouts = np.bincount(g, weights=(weight > 0).astype(np.float64), minlength=ng)  # rollouts in the baseline
     count = np.maximum(np.bincount(g, weights=weight, minlength=ng), 1e-300)

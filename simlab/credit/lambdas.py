@@ -9,18 +9,21 @@ reading is a sweep axis, not a detail.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
 
 import numpy as np
 
 from simlab.errors import ConfigError
 from simlab.registry import Registry
-from simlab.rules import POSITIVE, UNIT_OPEN, Either, check_value
+from simlab.rules import Names, Positive, UnitOpen, check_value
 from simlab.segments import FloatArray, SegmentBatch
 
 LambdaReading = Callable[..., FloatArray]
 """(batch, *, alpha, response_cap) -> (S,) length l per row used in lam = 1 - 1/(alpha*l)."""
 
 LAMBDA_READINGS: Registry[LambdaReading] = Registry("lam")
+LAM = UnitOpen | Annotated[str, Names(lambda: LAMBDA_READINGS)]
+"""What ``lam`` allows: a float in (0, 1], or the name of a length-adaptive reading."""
 
 
 @LAMBDA_READINGS.register("response_cap")
@@ -28,7 +31,7 @@ def response_cap_length(batch: SegmentBatch, *, response_cap: float | None = Non
     """l = the per-response token cap (one constant for the whole batch; CompactionRL: 10,240)."""
     if response_cap is None:
         raise ConfigError("lam='response_cap' needs response_cap=<tokens per response>")
-    return np.full(batch.num_segments, float(check_value("response_cap", response_cap, POSITIVE)))
+    return np.full(batch.num_segments, float(check_value("response_cap", response_cap, Positive)))
 
 
 @LAMBDA_READINGS.register("segment_length")
@@ -45,7 +48,7 @@ def trajectory_length(batch: SegmentBatch, **_: object) -> FloatArray:
 
 def check_gamma(gamma: object) -> float:
     """``gamma`` as a float, or ``ValueError`` unless it is a number in (0, 1]."""
-    return float(check_value("gamma", gamma, UNIT_OPEN))
+    return float(check_value("gamma", gamma, UnitOpen))
 
 
 def segment_lambdas(
@@ -65,7 +68,7 @@ def segment_lambdas(
         reading = LAMBDA_READINGS.get(lam)
         if alpha is None:
             raise ConfigError(f"lam={lam!r} needs alpha=<positive float> (CompactionRL uses 1.5)")
-        check_value("alpha", alpha, POSITIVE)
+        check_value("alpha", alpha, Positive)
         length = reading(batch, response_cap=response_cap)
         out = np.ones(batch.num_segments)
         real = batch.is_real
@@ -82,5 +85,4 @@ def segment_lambdas(
             f"alpha/response_cap only apply to a length-adaptive lam; lam={lam!r} is a float. "
             f"Choose lam from {LAMBDA_READINGS.choices()} or drop them"
         )
-    lam_rule = Either((UNIT_OPEN,), lambda: f"choose a float in (0, 1] or a reading: {LAMBDA_READINGS.choices()}")
-    return np.full(batch.num_segments, float(check_value("lam", lam, lam_rule)))
+    return np.full(batch.num_segments, float(check_value("lam", lam, LAM)))

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from simlab.registry import Registry
-from simlab.rules import RealIn, check_value
+from simlab.rules import NonNegative, check_value
 from simlab.segments import FloatArray, SegmentBatch
 
 Cost = Callable[[SegmentBatch, FloatArray | None], FloatArray]
@@ -73,7 +73,7 @@ def shaped_rewards(
     batch: SegmentBatch, cost: str, *, coef: float, row_context: FloatArray | None = None
 ) -> FloatArray:
     """(R,) R'_r = R_r - coef * sum_{s in r} c_s; ``coef`` >= 0, in reward units per unit of cost."""
-    coef = float(check_value("coef", coef, RealIn(0.0)))
+    coef = float(check_value("coef", coef, NonNegative))
     return batch.rewards - coef * rollout_cost(batch, cost, row_context=row_context)
 
 

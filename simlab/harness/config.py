@@ -15,10 +15,11 @@ from typing import Annotated, Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
-from simlab.rules import STEPS_MAX, TOKENS_MAX, Flag, IntIn, Maybe, NameIn, OneOf, RealIn, int_text
+from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, int_text
 from simlab.schema import Section, section
 from simlab.tasks import vocab
 
@@ -76,36 +77,36 @@ class HarnessConfig(Section):
 
     SECTION = "harness"
 
-    window: Annotated[int, IntIn(8, TOKENS_MAX)] = 128
+    window: Annotated[int, Field(ge=8, le=TOKENS_MAX)] = 128
     """W: the working window, in tokens, that the agent sees."""
-    trigger: Annotated[str, NameIn(_triggers)] = "threshold"
+    trigger: Annotated[str, Names(_triggers)] = "threshold"
     """When to compact: a name in ``simlab.harness.TRIGGERS``."""
-    frac: Annotated[float, RealIn(0.0, 1.0, lo_open=True)] = 0.8
+    frac: Annotated[Real, Field(gt=0, le=1)] = 0.8
     """L = floor(frac * W): the length threshold of ``threshold``, ``policy`` and ``sliding`` (SUPO)."""
-    t_comp: Annotated[int, IntIn(1, TOKENS_MAX)] = 24
+    t_comp: Annotated[int, Field(ge=1, le=TOKENS_MAX)] = 24
     """``budget`` compacts when W - context < t_comp (CompactionRL's T_comp)."""
-    chunk_steps: Annotated[int, IntIn(1, STEPS_MAX)] = 4
+    chunk_steps: Annotated[int, Field(ge=1, le=STEPS_MAX)] = 4
     """``chunked`` compacts every this many steps (MemAgent)."""
-    discard: Annotated[bool, Flag()] = True
+    discard: bool = True
     """SUPO's discard rule: the step that pushed the context over the threshold is not summarised.
     Its action is never optimised (its context is gone); it is replayed verbatim as the newest tail
     step when ``tail_steps >= 1`` and fits, and lost otherwise (as in SUPO)."""
-    tail_steps: Annotated[int, IntIn(0, STEPS_MAX)] = 1
+    tail_steps: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 1
     """k: steps kept verbatim after a compaction (shrunk to fit)."""
-    summary_tokens: Annotated[int, IntIn(0, TOKENS_MAX)] = 8
+    summary_tokens: Annotated[int, Field(ge=0, le=TOKENS_MAX)] = 8
     """m: tokens the summariser writes."""
-    max_compactions: Annotated[int, IntIn(0, STEPS_MAX)] = 4
+    max_compactions: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 4
     """S: compactions allowed per rollout; needing one more ends the rollout as overlong."""
-    max_steps: Annotated[int, IntIn(1, STEPS_MAX)] = 64
+    max_steps: Annotated[int, Field(ge=1, le=STEPS_MAX)] = 64
     """H: env steps allowed per rollout (the answer included); reaching it unanswered is overlong."""
     summariser: Annotated[
-        str, NameIn(_agents, ("self", "none", "frozen"), "'frozen': a frozen policy checkpoint")
+        str, Names(_agents, ("self", "none", "frozen"), "'frozen': a frozen policy checkpoint")
     ] = "self"
     """Who writes summaries: ``self`` (the agent), ``none`` (compaction drops history without a
     summary) or a reference agent's name (a separate frozen summariser, e.g. ``oracle``)."""
-    v_sum: Annotated[str, OneOf(vocab.V_SUM_VERSIONS)] = "v1"
+    v_sum: Annotated[str, Names(lambda: vocab.V_SUM_VERSIONS)] = "v1"
     """Version of the summarisation instruction; stored with every rollout batch."""
-    summariser_quality: Annotated[float | None, Maybe(RealIn(0.0, 1.0))] = None
+    summariser_quality: Annotated[Real, Field(ge=0, le=1)] | None = None
     """Quality q of a ``scripted`` frozen summariser (the summariser-swap experiment); ``None``: the base
     model's teacher quality ``base.quality``, so swapping the summariser does not change the base model."""
 

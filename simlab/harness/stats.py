@@ -179,16 +179,16 @@ def inspect_preset(
     from simlab.harness.agents import AGENTS
     from simlab.harness.config import HarnessConfig
     from simlab.harness.loop import run_rollouts
-    from simlab.rules import BATCH_MAX, COUNT_MAX, IntIn, check_value, seed_rule
+    from simlab.rules import BATCH_MAX, COUNT_MAX, Seed, check_value, ints
     from simlab.tasks.presets import get_preset
 
     p, quality = get_preset(preset, "task"), SCRIPTED_QUALITY if quality is None else quality
     if agent_factory is None:
         AGENTS.canonical(agent, "agent")
-    check_value("group_size", group_size, IntIn(1, BATCH_MAX))
-    check_value("seed", seed, seed_rule(0))
+    check_value("group_size", group_size, ints(1, BATCH_MAX))
+    check_value("seed", seed, Seed)
     for name, value, most in (("episodes", episodes, COUNT_MAX), ("batch", batch, BATCH_MAX)):
-        check_value(name, value, IntIn(group_size, most))
+        check_value(name, value, ints(group_size, most))
         if value % group_size:
             raise ConfigError.invalid(name, value, f"choose a multiple of group_size={group_size}")
     HarnessConfig.check_fields(harness or {})

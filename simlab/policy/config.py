@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Annotated
 
-from simlab.rules import TOKENS_MAX, Flag, IntIn, RealIn
+from pydantic import Field
+
+from simlab.rules import TOKENS_MAX, Real
 from simlab.schema import Section, section
 
 
@@ -16,23 +18,23 @@ class PolicyConfig(Section):
 
     SECTION = "policy"
 
-    vocab_size: Annotated[int, IntIn(2, 2**18)]
+    vocab_size: Annotated[int, Field(ge=2, le=2**18)]
     """Size of the shared token vocabulary (tasks, summaries and answers)."""
-    n_layer: Annotated[int, IntIn(1, 1024)] = 3
+    n_layer: Annotated[int, Field(ge=1, le=1024)] = 3
     """Transformer blocks."""
-    n_head: Annotated[int, IntIn(1, 1024)] = 4
+    n_head: Annotated[int, Field(ge=1, le=1024)] = 4
     """Attention heads per block; must divide ``d_model``."""
-    d_model: Annotated[int, IntIn(1, TOKENS_MAX)] = 96
+    d_model: Annotated[int, Field(ge=1, le=TOKENS_MAX)] = 96
     """Residual stream width C."""
-    max_len: Annotated[int, IntIn(1, 2 * TOKENS_MAX)] = 320
+    max_len: Annotated[int, Field(ge=1, le=2 * TOKENS_MAX)] = 320
     """Most tokens one row may hold: the working window W plus a margin for the summary and one step."""
-    dropout: Annotated[float, RealIn(0.0, 1.0, hi_open=True)] = 0.0
+    dropout: Annotated[Real, Field(ge=0, lt=1)] = 0.0
     """Dropout on embeddings, attention weights and residual branches during training; in [0, 1)."""
-    value_head: Annotated[bool, Flag()] = True
+    value_head: bool = True
     """Add a scalar value head on every position (PPO-style recipes); False for critic-free GRPO."""
-    fused_attention: Annotated[bool, Flag()] = True
+    fused_attention: bool = True
     """Use ``F.scaled_dot_product_attention``; False runs the plain softmax(QK^T/sqrt(D))V path."""
-    bf16: Annotated[bool, Flag()] = True
+    bf16: bool = True
     """Autocast matmuls to bf16 on CUDA; ignored on CPU, which always runs fp32."""
 
     def check(self) -> None:

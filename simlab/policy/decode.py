@@ -18,12 +18,12 @@ import torch
 from torch import Tensor
 
 from simlab.policy.model import Ints, KVCache, Policy, check_room, host_ints, to_device
-from simlab.rules import POSITIVE, check_value
+from simlab.rules import Positive, check_value
 
 
 def check_temperature(temperature: float) -> float:
     """``temperature`` as a float, or ``ValueError`` unless it is a number > 0."""
-    return float(check_value("temperature", temperature, POSITIVE))
+    return float(check_value("temperature", temperature, Positive))
 
 
 def masked_log_softmax(logits: Tensor, allowed: Tensor | None = None, temperature: float = 1.0) -> Tensor:

@@ -47,7 +47,7 @@ BATCH = SegmentBatch.from_rollouts(**OK, values=VALUES)
 @pytest.mark.parametrize(
     ("name", "kwargs", "match"),
     [
-        ("gae_concat", {"lam": 0.0}, r"`lam=0.0` is invalid; choose a float in \(0, 1\]"),
+        ("gae_concat", {"lam": 0.0}, r"`lam=0.0` is invalid; choose a value in \(0, 1\] or one of 'response_cap'"),
         ("gae_concat", {"lam": 1.2}, r"`lam=1.2` is invalid"),
         ("gae_segment_local", {"gamma": 0.0}, r"`gamma=0.0` is invalid; choose a value in \(0, 1\]"),
         ("gae_segment_local", {"gamma": 1.01}, r"`gamma=1.01` is invalid"),
