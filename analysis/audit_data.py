@@ -10,14 +10,15 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self
 
 import numpy as np
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from simlab.analysis import stats
 from simlab.errors import AuditDataError
+from simlab.rules import COUNT_MAX, TABLE, Real, refusal, refuse
 
 
 def default_data_path() -> Path:
@@ -26,21 +27,33 @@ def default_data_path() -> Path:
 
 
 # --------------------------------------------------------------------------------------- records
-@dataclass(frozen=True)
-class Score:
-    """One published figure, in points, with what is known about how it was measured."""
+_RECORD = ConfigDict(**{**TABLE, "extra": "ignore"})
+"""A record of ``published.toml``: strict, and keys it does not know are left for later readers."""
+Points = Annotated[Real, Field(ge=0, le=100), AfterValidator(float)]
+"""A published figure, in points."""
+Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
 
+
+class Figure(BaseModel):
+    """Where a figure comes from: every score and grid carries these."""
+
+    model_config = _RECORD
     id: str
     paper: str
     table: str
-    benchmark: str
     metric: str
     method: str
-    value: float
-    eval_size: int | None = None
-    runs: int | None = None
-    working_context_k: float | None = None
-    max_compactions: int | None = None
+
+
+class Score(Figure):
+    """One published figure, in points, with what is known about how it was measured."""
+
+    benchmark: str
+    value: Points
+    eval_size: Count | None = None
+    runs: Count | None = None
+    working_context_k: Annotated[Real, Field(gt=0), AfterValidator(float)] | None = None
+    max_compactions: Annotated[int, Field(ge=0, le=COUNT_MAX)] | None = None
 
     @property
     def episodes(self) -> int | None:
@@ -62,57 +75,56 @@ class Score:
         return None if n is None else stats.rate_mean_se([self.value / stats.POINTS], [n])
 
 
-@dataclass(frozen=True)
-class Grid:
+class Grid(Figure):
     """A backbone x benchmark table of figures for one method."""
 
-    id: str
-    paper: str
-    table: str
-    metric: str
-    method: str
-    rows: tuple[str, ...]
-    columns: tuple[str, ...]
-    values: np.ndarray
+    rows: Annotated[tuple[str, ...], Strict(False), Field(min_length=1)]
+    columns: Annotated[tuple[str, ...], Strict(False), Field(min_length=1)]
+    values: list[list[Points]]
     """(rows, columns) figures in points."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        if len(self.values) != len(self.rows) or any(len(r) != len(self.columns) for r in self.values):
+            raise refuse(f"choose {len(self.rows)} rows of {len(self.columns)} figures", suffix=".values",
+                         value=self.values)
+        return self
+
+    @property
+    def array(self) -> np.ndarray:
+        """The figures as a (rows, columns) array."""
+        return np.asarray(self.values, dtype=np.float64)
 
     def cell(self, row: str, column: str) -> Score:
         """The score in ``row`` and ``column`` of this grid, as a :class:`Score` of its own."""
         i, j = self.rows.index(row), self.columns.index(column)
-        return Score(
-            id=f"{self.id}[{row}/{column}]",
-            paper=self.paper,
-            table=self.table,
-            benchmark=f"{column} ({row})",
-            metric=self.metric,
-            method=self.method,
-            value=float(self.values[i, j]),
-        )
+        return Score(id=f"{self.id}[{row}/{column}]", paper=self.paper, table=self.table,
+                     benchmark=f"{column} ({row})", metric=self.metric, method=self.method, value=self.values[i][j])
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(BaseModel):
     """One audited comparison, treatment - baseline."""
 
+    model_config = _RECORD
     id: str
     title: str
-    kind: str
+    kind: Literal["difference", "mean_difference"]
     """"difference" (two scores) or "mean_difference" (mean over the cells of two grids)."""
     treatment: str
     baseline: str
-    published: float | None = None
+    published: Annotated[Real, AfterValidator(float)] | None = None
     """The figure the paper states for this comparison, if it states one."""
     published_label: str = "paper's"
     published_group: str | None = None
     """Claims that compete for one stated figure: it is matched if any of them reproduces it."""
-    question: str | None = None
+    question: Literal["lead"] | None = None
     """"lead": the claim asks whether the treatment leads the baseline at all."""
 
 
-@dataclass(frozen=True)
-class Ablation:
+class Ablation(BaseModel):
     """A published ablation: ablated - full, on one simlab axis."""
 
+    model_config = _RECORD
     id: str
     title: str
     full: str
@@ -120,6 +132,18 @@ class Ablation:
     axis: str
     full_setting: str
     ablated_setting: str
+
+
+class PublishedFile(BaseModel):
+    """``published.toml`` as written."""
+
+    model_config = _RECORD
+    schema_: Literal[1] = Field(alias="schema")
+    papers: dict[str, dict[str, str]]
+    scores: list[Score]
+    grids: list[Grid] = Field(default_factory=list)
+    claims: list[Claim]
+    ablations: list[Ablation] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -151,108 +175,29 @@ class Published:
 
 
 # ---------------------------------------------------------------------------------------- loading
-_MISSING = object()
+def _read(source: Path) -> PublishedFile:
+    """The file validated as :class:`PublishedFile`; an unreadable file or a bad field names itself."""
+    try:
+        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditDataError(f"`--data={str(source)!r}` cannot be read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise AuditDataError(f"`--data={str(source)!r}` is not valid TOML: {exc}") from exc
+    try:
+        return PublishedFile.model_validate(raw)
+    except ValidationError as exc:
+        raise refusal("", PublishedFile, exc.errors(include_url=False)[0], AuditDataError) from None
 
 
-def _get(
-    table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = _MISSING
-) -> Any:
-    if key not in table:
-        if default is _MISSING:
-            raise AuditDataError(f"`{where}.{key}` is missing")
-        return default
-    value = table[key]
-    bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
-    if bad_bool or not isinstance(value, kind):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose a value of type {names}")
-    return value
-
-
-def _points(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= float(value) <= 100.0:
-        raise AuditDataError(f"`{where}={value!r}` is invalid; choose points in [0, 100]")
-    return float(value)
-
-
-def _positive_int(table: dict[str, Any], key: str, where: str, *, minimum: int) -> int | None:
-    value: int | None = _get(table, key, int, where, None)
-    if value is not None and value < minimum:
-        raise AuditDataError(f"`{where}.{key}={value!r}` is invalid; choose an integer >= {minimum}")
-    return value
-
-
-def _provenance(raw: dict[str, Any], where: str, papers: dict[str, Any]) -> dict[str, str]:
-    """The fields every figure carries: id, paper, table, metric, method."""
-    fields = {key: _get(raw, key, str, where) for key in ("id", "paper", "table", "metric", "method")}
-    if fields["paper"] not in papers:
-        raise AuditDataError(
-            f"`{where}.paper={fields['paper']!r}` is invalid; choose one of {sorted(papers)}"
-        )
-    return fields
-
-
-def _score(raw: dict[str, Any], where: str, papers: dict[str, Any]) -> Score:
-    working = _get(raw, "working_context_k", (int, float), where, None)
-    if working is not None and not working > 0:
-        raise AuditDataError(f"`{where}.working_context_k={working!r}` is invalid; choose a length > 0")
-    return Score(
-        **_provenance(raw, where, papers),
-        benchmark=_get(raw, "benchmark", str, where),
-        value=_points(_get(raw, "value", Real, where), f"{where}.value"),
-        eval_size=_positive_int(raw, "eval_size", where, minimum=1),
-        runs=_positive_int(raw, "runs", where, minimum=1),
-        working_context_k=None if working is None else float(working),
-        max_compactions=_positive_int(raw, "max_compactions", where, minimum=0),
-    )
-
-
-def _grid(raw: dict[str, Any], where: str, papers: dict[str, Any]) -> Grid:
-    rows = tuple(_get(raw, "rows", list, where))
-    columns = tuple(_get(raw, "columns", list, where))
-    values = _get(raw, "values", list, where)
-    shape_ok = len(values) == len(rows) and all(
-        isinstance(r, list) and len(r) == len(columns) for r in values
-    )
-    if not rows or not columns or not shape_ok:
-        raise AuditDataError(
-            f"`{where}.values` is invalid; choose {len(rows)} rows of {len(columns)} figures"
-        )
-    grid = [[_points(v, f"{where}.values[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(values)]
-    return Grid(
-        **_provenance(raw, where, papers),
-        rows=rows,
-        columns=columns,
-        values=np.asarray(grid, dtype=np.float64),
-    )
-
-
-def _claim(raw: dict[str, Any], where: str) -> Claim:
-    kind = _get(raw, "kind", str, where)
-    if kind not in ("difference", "mean_difference"):
-        raise AuditDataError(
-            f"`{where}.kind={kind!r}` is invalid; choose one of ['difference', 'mean_difference']"
-        )
-    question = _get(raw, "question", str, where, None)
-    if question not in (None, "lead"):
-        raise AuditDataError(f"`{where}.question={question!r}` is invalid; choose 'lead' or leave it out")
-    published = _get(raw, "published", Real, where, None)
-    return Claim(
-        id=_get(raw, "id", str, where),
-        title=_get(raw, "title", str, where),
-        kind=kind,
-        treatment=_get(raw, "treatment", str, where),
-        baseline=_get(raw, "baseline", str, where),
-        published=None if published is None else float(published),
-        published_label=_get(raw, "published_label", str, where, "paper's"),
-        published_group=_get(raw, "published_group", str, where, None),
-        question=question,
-    )
-
-
-def _ablation(raw: dict[str, Any], where: str) -> Ablation:
-    fields = ("id", "title", "full", "ablated", "axis", "full_setting", "ablated_setting")
-    return Ablation(**{f: _get(raw, f, str, where) for f in fields})
+def _check_papers(file: PublishedFile) -> None:
+    """Every paper has an arXiv id or a URL; every figure names a listed paper."""
+    for key, meta in file.papers.items():
+        if not ({"arxiv", "url"} & meta.keys()):
+            raise AuditDataError(f"`papers.{key}` is invalid; give it an `arxiv` id or a `url`")
+    for what, figures in (("scores", file.scores), ("grids", file.grids)):
+        for i, fig in enumerate(figures):
+            if fig.paper not in file.papers:
+                raise AuditDataError.invalid(f"{what}[{i}].paper", fig.paper, f"choose one of {sorted(file.papers)}")
 
 
 def _unique(items: list[Any], what: str) -> None:
@@ -264,29 +209,13 @@ def _unique(items: list[Any], what: str) -> None:
 
 def load_published(path: str | Path | None = None) -> Published:
     """Read and validate the published-results file (the packaged one by default)."""
-    source = Path(path) if path is not None else default_data_path()
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditDataError(f"`--data={str(source)!r}` cannot be read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise AuditDataError(f"`--data={str(source)!r}` is not valid TOML: {exc}") from exc
-    if raw.get("schema") != 1:
-        raise AuditDataError(f"`schema={raw.get('schema')!r}` in {source} is invalid; choose 1")
-    papers = _get(raw, "papers", dict, "file")
-    for key, meta in papers.items():
-        if not isinstance(meta, dict) or not ({"arxiv", "url"} & meta.keys()):
-            raise AuditDataError(f"`papers.{key}` is invalid; give it an `arxiv` id or a `url`")
-    scores = [_score(s, f"scores[{i}]", papers) for i, s in enumerate(_get(raw, "scores", list, "file"))]
-    grids = [_grid(g, f"grids[{i}]", papers) for i, g in enumerate(_get(raw, "grids", list, "file", []))]
-    claims = [_claim(c, f"claims[{i}]") for i, c in enumerate(_get(raw, "claims", list, "file"))]
-    ablations = [
-        _ablation(a, f"ablations[{i}]") for i, a in enumerate(_get(raw, "ablations", list, "file", []))
-    ]
+    file = _read(Path(path) if path is not None else default_data_path())
+    _check_papers(file)
+    scores, grids, claims, ablations = file.scores, file.grids, file.claims, file.ablations
     for items, what in ((scores, "score"), (grids, "grid"), (claims, "claim"), (ablations, "ablation")):
         _unique(items, what)
     data = Published(
-        papers=papers,
+        papers=file.papers,
         scores={s.id: s for s in scores},
         grids={g.id: g for g in grids},
         claims=tuple(claims),
@@ -300,7 +229,7 @@ def load_published(path: str | Path | None = None) -> Published:
                         f"claim `{claim.id}`: `{ref}` names no grid; grids are {sorted(data.grids)}"
                     )
             t, b = data.grids[claim.treatment], data.grids[claim.baseline]
-            if t.values.shape != b.values.shape:
+            if t.array.shape != b.array.shape:
                 raise AuditDataError(f"claim `{claim.id}`: grids {t.id} and {b.id} differ in shape")
         else:
             data.score(claim.treatment), data.score(claim.baseline)

@@ -11,13 +11,16 @@ import functools
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, ValidationError, model_validator
 
 from simlab.analysis import outcomes
 from simlab.analysis.findings_data import REDUCES
 from simlab.errors import ConfigError, FindingsError
+from simlab.rules import TABLE, Names, Real, Says, refusal, refuse
 
 STATISTICS = (*outcomes.STATISTICS, "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
@@ -25,68 +28,113 @@ KINDS = ("credit finding", "serving finding", "harness check")
 """What a row is: a credit-assignment finding, a finding about serving a compaction-trained policy, or a
 check that holds by how the task or harness is built (counted as a check, never as a reproduced finding)."""
 CONTROL_EXPECTS = ("tie", "not-published-sign")
-ROW_KEYS = (
-    "id", "finding", "published", "source", "direction", "metric", "statistic", "x", "threshold", "margin",
-    "kind", "mechanism", "note", "control_expect", "control_vacuous", "dose", "dose_label", "control_dose",
-    "superseded_by", *ARMS,
-)
 
 
 # ------------------------------------------------------------------------------------------- specs
-@dataclass(frozen=True)
-class Mechanism:
+def _text(value: Any) -> str:
+    """A setting as the variant label prints it, lower-cased for booleans (labels print Python's True)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _selector(raw: Any) -> Any:
+    """An arm's table with each setting's allowed values as label text (one value or a list of them)."""
+    if not isinstance(raw, Mapping):
+        return raw
+    return {str(k): tuple(_text(v) for v in (vs if isinstance(vs, list) else [vs])) for k, vs in raw.items()}
+
+
+Arm = Annotated[
+    dict[str, tuple[str, ...]], BeforeValidator(_selector), Field(min_length=1),
+    Says('give a table of variant settings, e.g. { preset = "peekread-neg" }'),
+]
+"""Setting -> allowed values; a run belongs to the arm when every setting matches."""
+Number = Annotated[Real, AfterValidator(float)]
+"""A finite number, read as a float."""
+
+
+class Mechanism(BaseModel):
     """A mechanism metric reported beside a finding's outcome, reduced over each run's steps."""
 
+    model_config = TABLE
     metric: str
-    reduce: str
+    reduce: Annotated[str, Names(lambda: REDUCES)] = "mean"
     """``final``, ``first`` or ``mean`` over the run's logged steps."""
     label: str
+    """How the table names it (default: the metric)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _label(cls, data: Any) -> Any:
+        """The label defaults to the metric's name."""
+        if isinstance(data, Mapping) and "label" not in data and "metric" in data:
+            return {**data, "label": data["metric"]}
+        return data
 
 
-@dataclass(frozen=True)
-class FindingRow:
-    """One pre-registered finding: which arms of which sweep, what was published, what to measure."""
+class FindingRow(BaseModel):
+    """One pre-registered finding: which arms of which sweep, what was published, what to measure.
 
+    Its keys are the ``[[findings]]`` table's; ``spec`` and ``spec_path`` are filled in by :func:`parse_rows`.
+    """
+
+    model_config = TABLE
     id: str
     finding: str
     spec: str
     """The sweep (experiment) name."""
     spec_path: Path
     metric: str
-    arms: dict[str, dict[str, tuple[str, ...]]]
-    """Arm name -> {setting: allowed values}; a run belongs to an arm when every setting matches."""
-    published: float | None = None
+    treatment: Arm
+    baseline: Arm
+    control_treatment: Arm
+    control_baseline: Arm
+    published: Number | None = None
     source: str = ""
-    direction: float | None = None
+    direction: Number | None = None
     """The sign to reproduce when no published delta is given (row 7's cost claim)."""
-    statistic: str = "final"
+    statistic: Annotated[str, Names(lambda: STATISTICS)] = "final"
     """``final``: the metric's last value per run; ``auc``: the normalised area under its curve; ``steps_to``:
     the first step it reaches ``threshold``; ``slope``: per seed, the log-log slope of the metric against
     ``x`` across the arm's runs (one per variant)."""
     x: str | None = None
-    threshold: float | None = None
+    threshold: Number | None = None
     """``steps_to``'s level, in the metric's reported unit (points for rates)."""
-    margin: float | None = None
+    margin: Annotated[Real, Field(gt=0), AfterValidator(float)] | None = None
     """The TOST's equivalence margin; default half the published delta."""
-    kind: str = "credit finding"
-    mechanism: tuple[Mechanism, ...] = field(default_factory=tuple)
+    kind: Annotated[str, Names(lambda: KINDS)] = "credit finding"
+    mechanism: Annotated[tuple[Mechanism, ...], Strict(False)] = ()
+    """Read from a list of tables."""
     note: str = ""
     """What a reader must know beside the verdict (added after a run: say when and why)."""
-    control_expect: str = "tie"
+    control_expect: Annotated[str, Names(lambda: CONTROL_EXPECTS)] = "tie"
     """``tie``: the control must be a tie. ``not-published-sign``: it must not differ in the published
     direction at 2 sigma (for a finding whose control is expected to move the other way)."""
     control_vacuous: str = ""
     """Why the control cannot show the mechanism absent (a control that learned nothing controls nothing);
     such a row is never reproduced."""
-    dose: float | None = None
+    dose: Number | None = None
     """Where the row sits on its campaign's dose axis (the coupling, G, K, the overlong rate): the rows of
     one spec with a dose form a dose-response curve."""
     dose_label: str = ""
     """The dose axis, e.g. "coupling c"."""
-    control_dose: float | None = None
+    control_dose: Number | None = None
     """The dose at which the mechanism is absent (the control's)."""
     superseded_by: str = ""
     """The rows of a later design that replace this one (the row stays, with its numbers)."""
+
+    @model_validator(mode="after")
+    def _statistic_needs(self) -> Self:
+        """A slope needs its ``x``; ``steps_to`` its threshold."""
+        if self.statistic == "slope" and self.x is None:
+            raise refuse("a slope needs the metric it is taken against", suffix=".x", value=None)
+        if self.statistic == "steps_to" and self.threshold is None:
+            raise refuse("steps_to needs the level to reach, in points", suffix=".threshold", value=None)
+        return self
+
+    @property
+    def arms(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Arm name -> {setting: allowed values}."""
+        return {arm: getattr(self, arm) for arm in ARMS}
 
     @property
     def sign(self) -> float | None:
@@ -106,48 +154,8 @@ class FindingRow:
         return {self.metric, *(m.metric for m in self.mechanism), *([self.x] if self.x else [])}
 
 
-def _bad(path: Path, key: str, value: Any, allowed: str) -> FindingsError:
-    return FindingsError(f"{path.name}: `{key}={value!r}` is invalid; {allowed}")
-
-
-def _selector(path: Path, key: str, raw: Any) -> dict[str, tuple[str, ...]]:
-    if not isinstance(raw, Mapping) or not raw:
-        raise _bad(path, key, raw, "give a table of variant settings, e.g. { preset = \"peekread-neg\" }")
-    return {str(name): tuple(_text(v) for v in (value if isinstance(value, list) else [value]))
-            for name, value in raw.items()}
-
-
-def _text(value: Any) -> str:
-    """A setting as the variant label prints it, lower-cased for booleans (labels print Python's True)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _mechanism(path: Path, where: str, raw: Any) -> tuple[Mechanism, ...]:
-    if not isinstance(raw, list):
-        raise _bad(path, where, raw, "give a list of { metric, reduce, label } tables")
-    out = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), str):
-            raise _bad(path, f"{where}[{i}]", item, "give a table with a metric name")
-        reduce = item.get("reduce", "mean")
-        if reduce not in REDUCES:
-            raise _bad(path, f"{where}[{i}].reduce", reduce, f"choose one of {REDUCES}")
-        out.append(Mechanism(item["metric"], reduce, str(item.get("label", item["metric"]))))
-    return tuple(out)
-
-
-def _choice(path: Path, key: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise _bad(path, key, value, f"choose one of {allowed}")
-    return str(value)
-
-
-def _number(path: Path, key: str, value: Any, positive: bool = False) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or (positive and not value > 0):
-        raise _bad(path, key, value, "give a number > 0" if positive else "give a number")
-    return float(value)
+FILLED = ("spec", "spec_path")
+"""FindingRow's fields that :func:`parse_rows` fills in, never a file."""
 
 
 def parse_rows(path: Path) -> list[FindingRow]:
@@ -158,37 +166,23 @@ def parse_rows(path: Path) -> list[FindingRow]:
         raise FindingsError(f"{path}: cannot read the spec ({exc})") from None
     rows = raw.get("findings", [])
     if not isinstance(rows, list):
-        raise _bad(path, "findings", rows, "give an array of tables [[findings]]")
-    return [_parse_row(path, str(raw.get("name", path.stem)), f"findings[{i}]", row) for i, row in enumerate(rows)]
+        raise FindingsError(f"{path.name}: {ConfigError.invalid('findings', rows, 'give an array of tables')}")
+    spec = str(raw.get("name", path.stem))
+    return [_parse_row(path, spec, f"findings[{i}]", row) for i, row in enumerate(rows)]
 
 
-def _parse_row(path: Path, spec: str, where: str, row: Mapping[str, Any]) -> FindingRow:
-    unknown = sorted(set(row) - set(ROW_KEYS))
-    if unknown:
-        raise _bad(path, f"{where}.{unknown[0]}", row[unknown[0]], f"choose keys among {ROW_KEYS}")
-    for key in ("id", "finding", "metric"):
-        if not isinstance(row.get(key), str):
-            raise _bad(path, f"{where}.{key}", row.get(key), "give a string")
-    statistic = _choice(path, f"{where}.statistic", row.get("statistic", "final"), STATISTICS)
-    if statistic == "slope" and not isinstance(row.get("x"), str):
-        raise _bad(path, f"{where}.x", row.get("x"), "a slope needs the metric it is taken against")
-    threshold = _number(path, f"{where}.threshold", row.get("threshold"))
-    if statistic == "steps_to" and threshold is None:
-        raise _bad(path, f"{where}.threshold", None, "steps_to needs the level to reach, in points")
-    return FindingRow(
-        id=row["id"], finding=row["finding"], spec=spec, spec_path=path, metric=row["metric"],
-        arms={arm: _selector(path, f"{where}.{arm}", row.get(arm)) for arm in ARMS},
-        published=_number(path, f"{where}.published", row.get("published")), source=str(row.get("source", "")),
-        direction=_number(path, f"{where}.direction", row.get("direction")), statistic=statistic, x=row.get("x"),
-        threshold=threshold, margin=_number(path, f"{where}.margin", row.get("margin"), positive=True),
-        kind=_choice(path, f"{where}.kind", row.get("kind", "credit finding"), KINDS), note=str(row.get("note", "")),
-        control_expect=_choice(path, f"{where}.control_expect", row.get("control_expect", "tie"), CONTROL_EXPECTS),
-        control_vacuous=str(row.get("control_vacuous", "")),
-        dose=_number(path, f"{where}.dose", row.get("dose")), dose_label=str(row.get("dose_label", "")),
-        control_dose=_number(path, f"{where}.control_dose", row.get("control_dose")),
-        superseded_by=str(row.get("superseded_by", "")),
-        mechanism=_mechanism(path, f"{where}.mechanism", row.get("mechanism", [])),
-    )
+def _parse_row(path: Path, spec: str, where: str, row: Any) -> FindingRow:
+    given = row if isinstance(row, Mapping) else {}
+    try:
+        for key in FILLED:
+            if key in given:
+                raise FindingsError.unknown(f"{where}.{key}", [k for k in FindingRow.model_fields if k not in FILLED])
+        return FindingRow.model_validate({**given, "spec": spec, "spec_path": path} if given else row)
+    except ValidationError as exc:
+        err = refusal(where, FindingRow, exc.errors(include_url=False)[0], FindingsError)
+        raise FindingsError(f"{path.name}: {err}") from None
+    except FindingsError as err:
+        raise FindingsError(f"{path.name}: {err}") from None
 
 
 # ----------------------------------------------------------------------------- what a spec varied

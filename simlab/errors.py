@@ -30,6 +30,9 @@ class ConfigError(Exception):
     (:meth:`under`) or name a different culprit without parsing the message.
     """
 
+    KEY: str = "a setting"
+    """What a known key is called in :meth:`unknown`'s message."""
+
     def __init__(self, message: str, *, key: str | None = None, value: Any = _UNSET, allowed: str = "") -> None:
         super().__init__(" ".join(message.split()))  # one line, whatever a library's message held
         self.key = key
@@ -48,9 +51,9 @@ class ConfigError(Exception):
 
     @classmethod
     def unknown(cls, key: str, choices: Any) -> Self:
-        """```key`` is not a setting; choose one of ...``."""
+        """```key`` is not a setting; choose one of ...`` (``a spec key`` for a spec)."""
         allowed = f"choose one of {list(choices)}"
-        return cls(f"`{key}` is not a setting; {allowed}", key=key, allowed=allowed)
+        return cls(f"`{key}` is not {cls.KEY}; {allowed}", key=key, allowed=allowed)
 
     def under(self, prefix: str) -> ConfigError:
         """The same error with its key path under ``prefix`` (``window`` -> ``harness.window``)."""
@@ -69,6 +72,8 @@ class UnknownNameError(ConfigError):
 
 class SpecError(ConfigError):
     """A sweep spec is invalid; the message names the key and what is allowed."""
+
+    KEY = "a spec key"
 
 
 class StoreError(ConfigError):
@@ -89,6 +94,8 @@ class ReportError(ConfigError):
 
 class FindingsError(ConfigError):
     """A findings row or an export is malformed; the message names the file and the key."""
+
+    KEY = "a findings key"
 
 
 class AuditDataError(ConfigError):

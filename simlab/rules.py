@@ -47,6 +47,8 @@ STEPS_MAX = 2**20
 
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 """How every field and value is checked: strict types, finite numbers."""
+TABLE = ConfigDict(**STRICT, extra="forbid", frozen=True, populate_by_name=True)
+"""How a table of an input file (a sweep spec's, a findings row) is read: strictly, with no unknown key."""
 Real = int | float
 """A finite real number; an integer stays an integer (strict: a bool is neither)."""
 _CUSTOM = "simlab"
@@ -83,7 +85,7 @@ def choices_text(choices: Iterable[Any]) -> str:
     return ", ".join(repr(c) for c in choices)
 
 
-def _refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
+def refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
     """A simlab validator's refusal: ``allowed`` is what :func:`refusal` quotes (``suffix``/``value``
     name the part of the value that failed)."""
     return PydanticCustomError(_CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
@@ -124,7 +126,7 @@ class Names:
         """The name itself (an alias stays one), or a refusal listing the names."""
         if value in self.extra or value in self.registry():
             return value
-        raise _refuse(self.allowed)
+        raise refuse(self.allowed)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
@@ -139,7 +141,7 @@ class MinMax:
     def check(pair: tuple[int, int]) -> tuple[int, int]:
         """The pair, or a refusal naming its max."""
         if pair[1] < pair[0]:
-            raise _refuse(f"choose an integer >= {pair[0]}, the pair's min", suffix="[1]", value=pair[1])
+            raise refuse(f"choose an integer >= {pair[0]}, the pair's min", suffix="[1]", value=pair[1])
         return pair
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
@@ -163,15 +165,22 @@ class ExistingFile:
         """The path itself, or a refusal saying whether it is missing or a folder."""
         path = Path(value)
         if not value:
-            raise _refuse(self.allowed)
+            raise refuse(self.allowed)
         if path.is_dir():
-            raise _refuse(f"{value!r} is a folder; give the path of a {self.what}")
+            raise refuse(f"{value!r} is a folder; give the path of a {self.what}")
         if not path.is_file():
-            raise _refuse(f"no such {self.what}")
+            raise refuse(f"no such {self.what}")
         return value
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+
+@dataclass(frozen=True)
+class Says:
+    """What an error says a field allows, where its constraints alone would read poorly (a pattern)."""
+
+    allowed: str
 
 
 # ------------------------------------------------------------------------------ describing a field
@@ -207,54 +216,103 @@ def _is_union(tp: Any) -> bool:
 def allowed(tp: Any) -> str:
     """What an annotation allows, as an error says it: ``choose an integer in [8, 65536]``."""
     tp, meta = _parts(tp)
-    said = next((m.allowed for m in meta if isinstance(m, (Names, ExistingFile))), None)
+    said = next((m.allowed for m in meta if isinstance(m, (Names, ExistingFile, Says))), None)
     if said is not None:
         return said
     lo, hi, lo_open, hi_open = _bounds(meta)
     if _is_union(tp) and set(get_args(tp)) == {int, float}:
         return real_text(lo, hi, lo_open, hi_open)
     if _is_union(tp):
-        members = [a for a in get_args(tp) if a is not type(None)]
-        text = " or ".join(allowed(a).removeprefix("choose ") for a in members)
-        return f"choose {text}" + (", or leave it unset" if len(members) < len(get_args(tp)) else "")
+        texts = [allowed(a) for a in get_args(tp) if a is not type(None)]
+        verb = texts[0].split(" ", 1)[0]
+        text = " or ".join(t.removeprefix("choose ").removeprefix("give ") for t in texts)
+        return f"{verb} {text}" + (", or leave it unset" if len(texts) < len(get_args(tp)) else "")
     if tp is bool:
         return "choose true or false"
     if tp is int:
-        return int_text(int(lo), int(hi))
+        return int_text(int(lo), int(hi)) if math.isfinite(lo) and math.isfinite(hi) else "choose an integer"
     if get_origin(tp) is Literal:
         choices = get_args(tp)
         return f"choose {choices_text(choices)}" if len(choices) == 1 else f"choose one of {choices_text(choices)}"
-    if get_origin(tp) is tuple:
-        return f"give a (min, max) pair of integers in {allowed(get_args(tp)[0]).removeprefix('choose an integer in ')}"
+    return _allowed_container(tp, meta)
+
+
+def _allowed_container(tp: Any, meta: list[Any]) -> str:
+    """What a string, a pair, a list, a table or a record of fields allows."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is tuple and args[-1] is not Ellipsis:
+        return f"give a (min, max) pair of integers in {allowed(args[0]).removeprefix('choose an integer in ')}"
+    if origin in (list, tuple):
+        least = next((m.min_length for m in meta if getattr(m, "min_length", None)), 0)
+        item = allowed(args[0]).removeprefix("give ").removeprefix("choose ")
+        return f"give a {'non-empty ' if least else ''}list, each item: {item}"
+    if origin is dict:
+        return "give a table of key = value"
+    if tp is str:
+        return "give a string"
+    if _fields(tp):
+        return f"give a table with keys {choices_text(_fields(tp))}"
     return f"give a {getattr(tp, '__name__', 'value')}"
 
 
-def _item(tp: Any, index: int) -> Any:
-    """The annotation of item ``index`` of a tuple annotation (an ``Optional`` one included)."""
-    tp, _ = _parts(tp)
-    if _is_union(tp):
-        tp = next(a for a in get_args(tp) if a is not type(None))
-        tp, _ = _parts(tp)
-    return get_args(tp)[index]
+def _fields(tp: Any) -> dict[str, Any]:
+    """A pydantic model's or dataclass's fields by the name a file uses (an alias where one is set)."""
+    infos = getattr(tp, "__pydantic_fields__", None) or {}
+    return {info.alias or name: Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+            for name, info in infos.items()}
 
 
-def refusal(key: str, tp: Any, err: ErrorDetails) -> ConfigError:
-    """One of pydantic's errors for the value of ``key`` (annotated ``tp``; ``err``'s location is
-    within that value) as one ``ConfigError``.
+def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], Any]:
+    """The places ``loc`` names in a value annotated ``tp`` (fields, table keys, items) and the annotation
+    at the last of them; the walk stops at a union's members (the union is what the value failed) and at
+    a key that is not a field."""
+    path: list[str | int] = []
+    for part in loc:
+        base, _ = _parts(tp)
+        members = [a for a in get_args(base) if a is not type(None)] if _is_union(base) else [tp]
+        if len(members) > 1:
+            break
+        base, _ = _parts(tp := members[0])
+        args, origin = get_args(base), get_origin(base)
+        if isinstance(part, int) and origin in (list, tuple):
+            tp = args[part] if origin is tuple and len(args) > part and args[-1] is not Ellipsis else args[0]
+        elif isinstance(part, str) and origin is dict:
+            tp = args[1]
+        elif isinstance(part, str) and part in _fields(base):
+            tp = _fields(base)[part]
+        else:
+            break
+        path.append(part)
+    return path, tp
 
-    A simlab validator's error quotes its own text; an error inside a tuple names the item
-    (``task.horizon[1]``); any other says what the whole annotation allows. A refused name is an
-    ``UnknownNameError``.
+
+def key_path(where: str, path: list[str | int]) -> str:
+    """``where`` followed by ``path``: ``variants[0].name``, ``task.horizon[1]``."""
+    out = where
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = ConfigError) -> ConfigError:
+    """One of pydantic's errors for the value at ``where`` (annotated ``tp``) as one ``ConfigError``.
+
+    The key path follows the error's location into fields, table keys and items (``task.horizon[1]``).
+    A simlab validator's error quotes its own text; an unknown key lists the known ones; any other says
+    what the annotation there allows. A refused name is an ``UnknownNameError`` (unless ``error`` is
+    more specific).
     """
-    ctx = err.get("ctx") or {}
-    kind = UnknownNameError if any(isinstance(m, Names) for m in _parts(tp)[1]) else ConfigError
-    index = next((p for p in err["loc"] if isinstance(p, int)), None)
-    in_union = any(isinstance(p, str) for p in err["loc"]) and _is_union(_parts(tp)[0])
-    if err["type"] == _CUSTOM and not in_union:
-        return kind.invalid(key + ctx.get("suffix", ""), ctx.get("value", err["input"]), ctx["allowed"])
-    if index is not None:
-        return kind.invalid(f"{key}[{index}]", err["input"], allowed(_item(tp, index)))
-    return kind.invalid(key, err["input"], allowed(tp))
+    path, at = _walk(tp, tuple(err["loc"]))
+    key, ctx, stopped = key_path(where, path), err.get("ctx") or {}, len(path) < len(err["loc"])
+    if error is ConfigError and any(isinstance(m, Names) for m in _parts(at)[1]):
+        error = UnknownNameError
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        return error.unknown(key_path(key, [err["loc"][-1]]), list(_fields(_parts(at)[0])))
+    if err["type"] in ("missing", "missing_argument"):
+        return error(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
+    if err["type"] == _CUSTOM and not (stopped and _is_union(_parts(at)[0])):
+        return error.invalid(key + ctx.get("suffix", ""), ctx.get("value", err["input"]), ctx["allowed"])
+    return error.invalid(key, err["input"], allowed(at))
 
 
 @functools.lru_cache(maxsize=512)
@@ -262,12 +320,12 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tp, config=STRICT)
 
 
-def check_value(key: str, value: Any, tp: Any) -> Any:
-    """``value`` as annotation ``tp`` allows it, else a :class:`ConfigError` for ``key``."""
+def check_value(key: str, value: Any, tp: Any, error: type[ConfigError] = ConfigError) -> Any:
+    """``value`` as annotation ``tp`` allows it, else an ``error`` for ``key`` (:func:`refusal`)."""
     try:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:
-        raise refusal(key, tp, exc.errors(include_url=False)[0]) from None
+        raise refusal(key, tp, exc.errors(include_url=False)[0], error) from None
 
 
 def ints(lo: int, hi: int = COUNT_MAX) -> Any:
@@ -288,7 +346,7 @@ Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 
 __all__ = [
-    "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TOKENS_MAX", "ExistingFile", "MinMax", "Names",
-    "NonNegative", "Positive", "Real", "Seed", "Unit", "UnitOpen", "allowed", "check_value", "choices_text",
-    "int_text", "ints", "real_text", "refusal",
+    "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TABLE", "TOKENS_MAX", "ExistingFile", "MinMax",
+    "Names", "NonNegative", "Positive", "Real", "Says", "Seed", "Unit", "UnitOpen", "allowed", "check_value",
+    "choices_text", "int_text", "ints", "key_path", "real_text", "refusal", "refuse",
 ]

@@ -109,14 +109,7 @@ def _first_error(cls: type, exc: ValidationError) -> ConfigError:
     original = (err.get("ctx") or {}).get("error")
     if isinstance(original, ConfigError):
         return original.under(getattr(cls, "SECTION", ""))
-    loc = err.get("loc") or ()
-    field = str(loc[0]) if loc else ""
-    key = cls.key(field)  # type: ignore[attr-defined]
-    if err["type"] == "unexpected_keyword_argument":
-        return ConfigError.unknown(key, cls.field_names())  # type: ignore[attr-defined]
-    if err["type"] in ("missing_argument", "missing"):
-        return ConfigError(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
-    return refusal(key, cls.allows(field), {**err, "loc": tuple(loc[1:])})  # type: ignore[attr-defined]
+    return refusal(getattr(cls, "SECTION", ""), cls, err)
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, pydantic.Field))

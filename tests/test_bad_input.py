@@ -23,6 +23,7 @@ from simlab.config import BaseConfig, EvalConfig, TrainConfig, resolve
 from simlab.errors import ConfigError
 from simlab.harness.config import HarnessConfig
 from simlab.policy.config import PolicyConfig
+from simlab.rules import ExistingFile
 from simlab.schema import Section
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig
 
@@ -32,8 +33,10 @@ TASKS = {"keyrecall-tiny": KeyRecallConfig, "pointerchase-tiny": PointerChaseCon
 
 def _kinds(tp: Any) -> set[str]:
     """What a field's annotation takes, read from its types (not its bounds): ``int``, ``real``,
-    ``name`` (a string or a literal), ``flag``."""
+    ``name`` (a string or a literal), ``flag``, ``path`` (a file's)."""
     while get_origin(tp) is Annotated:
+        if any(isinstance(m, ExistingFile) for m in get_args(tp)[1:]):
+            return {"path"}
         tp = get_args(tp)[0]
     if get_origin(tp) in (Union, types.UnionType):
         args = set(get_args(tp)) - {type(None)}

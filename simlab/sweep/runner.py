@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from simlab import names, stores, tracking
 from simlab.errors import ConfigError, SpecError
+from simlab.rules import check_value, ints
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
 from simlab.sweep.spec import SweepSpec, probe_settings
@@ -280,9 +281,7 @@ def run_sweep(
     """Validate, reconcile, enqueue what is missing, run it on ``workers`` processes (default: one per
     core, :func:`machine_cores`), write trials.csv."""
     start = time.perf_counter()
-    workers = machine_cores() if workers is None else workers
-    if workers < 1:
-        raise SpecError(f"`workers={workers}` is invalid; choose an integer >= 1")
+    workers = check_value("workers", machine_cores() if workers is None else workers, ints(1, 1024), SpecError)
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )

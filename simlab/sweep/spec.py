@@ -15,26 +15,85 @@ import itertools
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
+
+from simlab.rules import COUNT_MAX, TABLE, Real, Says
+from simlab.rules import refuse as _refuse
+from simlab.schema import flatten
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+Name = Annotated[str, Field(pattern=NAME), Says("give letters, digits, '_', '.' or '-'")]
+"""A study, experiment or variant name."""
+Scalar = str | int | float | bool
+"""A setting's value (strict: a bool is a bool, a number is finite)."""
+Setting = Annotated[Scalar | list[Scalar], Says("give a finite number, a string, a boolean or a list of them")]
+"""A setting: a scalar, or a list of them (a (min, max) pair)."""
 
 
-@dataclass(frozen=True)
-class Distribution:
-    """A range Optuna samples from (sampler ``tpe``)."""
+def _key_paths(table: Any) -> Any:
+    """A table of settings as key paths (TOML dotted keys nest; :func:`simlab.schema.flatten`)."""
+    return flatten(table) if isinstance(table, dict) else table
 
-    kind: str
+
+Settings = Annotated[dict[str, Setting], BeforeValidator(_key_paths)]
+"""Key path -> value."""
+
+
+class Distribution(BaseModel):
+    """A range Optuna samples from (sampler ``tpe``); what each kind takes is checked in :meth:`_kind`."""
+
+    model_config = TABLE
+    kind: Literal["float", "int", "categorical"] = Field(alias="type")
     """``float``, ``int`` or ``categorical``."""
-    low: float = 0.0
+    low: Real = 0.0
     """Lower bound (float and int)."""
-    high: float = 0.0
+    high: Real = 0.0
     """Upper bound, inclusive (float and int)."""
     log: bool = False
     """Sample on a log scale (float and int; needs ``low > 0``)."""
-    step: float | int | None = None
+    step: Real | None = None
     """Optional discretisation step (float and int; not with ``log``)."""
-    choices: tuple[Any, ...] = ()
+    choices: list[Scalar] = Field(default_factory=list)
     """The values of a ``categorical``."""
+
+    @model_validator(mode="after")
+    def _kind(self) -> Self:
+        """The keys each kind takes, and its range's order."""
+        given = self.model_fields_set - {"kind"}
+        if self.kind == "categorical":
+            return self._categorical(given)
+        return self._range(given)
+
+    def _range(self, given: set[str]) -> Self:
+        if "choices" in given:
+            raise _refuse(f"a {self.kind} range takes low, high, log and step", suffix=".choices", value=self.choices)
+        is_int = self.kind == "int"
+        what = "an integer" if is_int else "a finite number"
+        for key in ("low", "high", "step"):
+            value = getattr(self, key) if key in given else None
+            if (key != "step" and value is None) or (is_int and value is not None and not isinstance(value, int)):
+                raise _refuse(f"give {what}", suffix=f".{key}", value=value)
+        if self.high <= self.low:
+            raise _refuse(f"give {what} greater than low={self.low!r}", suffix=".high", value=self.high)
+        if self.log and self.low <= 0:
+            raise _refuse("a log-scale range needs low > 0", suffix=".low", value=self.low)
+        if self.step is not None and (self.step <= 0 or self.log):
+            raise _refuse(f"give {what} > 0, and no step with log = true", suffix=".step", value=self.step)
+        return self
+
+    def _categorical(self, given: set[str]) -> Self:
+        if given - {"choices"}:
+            extra = sorted(given - {"choices"})[0]
+            raise _refuse("a categorical takes only choices", suffix=f".{extra}", value=getattr(self, extra))
+        if not self.choices:
+            raise _refuse("give a non-empty list of numbers, strings or booleans", suffix=".choices",
+                          value=self.choices)
+        if len(set(map(repr, self.choices))) != len(self.choices):
+            raise _refuse("list each choice once", suffix=".choices", value=self.choices)
+        return self
 
 
 @dataclass(frozen=True)
@@ -49,50 +108,50 @@ class Axis:
     """The range to sample (sampler ``tpe`` only)."""
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(BaseModel):
     """A named bundle of settings swept as one axis (``variant`` in Optuna and MLflow)."""
 
-    name: str
+    model_config = TABLE
+    name: Name
     """Label used in tables and run names."""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = Field(default_factory=dict, alias="set")
     """Key path -> value, applied over the base overrides."""
 
 
-@dataclass(frozen=True)
-class Objective:
+class Objective(BaseModel):
     """The metric a trial returns and which way is better."""
 
-    metric: str
+    model_config = TABLE
+    metric: Annotated[str, Field(min_length=1), Says("give the name of a metric the trial returns")]
     """A key of the dict the trial function returns, e.g. ``eval/compacted/success``
     (:data:`simlab.names.EVAL_COMPACTED_SUCCESS`)."""
-    direction: str = "maximize"
+    direction: Literal["maximize", "minimize"] = "maximize"
     """``maximize`` or ``minimize``."""
 
 
-@dataclass(frozen=True)
-class PrunerSpec:
+class PrunerSpec(BaseModel):
     """Early stopping of unpromising trials on the objective metric reported during training."""
 
-    kind: str = "nop"
+    model_config = TABLE
+    kind: Literal["median", "percentile", "nop"] = Field("nop", alias="type")
     """``median``, ``percentile`` or ``nop``."""
-    n_startup_trials: int = 5
+    n_startup_trials: Annotated[int, Field(ge=0, le=COUNT_MAX)] = 5
     """Trials that finish before any pruning."""
-    n_warmup_steps: int = 0
+    n_warmup_steps: Annotated[int, Field(ge=0, le=COUNT_MAX)] = 0
     """Training steps of each trial before it can be pruned."""
-    percentile: float = 25.0
+    percentile: Annotated[Real, Field(gt=0, lt=100)] = 25.0
     """Percentile kept by ``percentile``."""
 
 
-@dataclass(frozen=True)
-class Base:
+class Base(BaseModel):
     """The configuration every trial starts from."""
 
+    model_config = TABLE
     preset: str | None = None
     """Task preset name (``None``: the config default)."""
     recipe: str | None = None
     """Recipe preset name (``None``: the config default)."""
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: Settings = Field(default_factory=dict)
     """Key path -> value applied over the presets."""
 
 
@@ -212,7 +271,7 @@ def _probe_values(axis: Axis) -> tuple[Any, ...]:
     d = axis.dist
     assert d is not None
     if d.kind == "categorical":
-        return d.choices
+        return tuple(d.choices)
     step = d.step if d.step is not None else (1 if d.kind == "int" else None)
     if step is None:
         return (d.low, d.high)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -157,13 +156,13 @@ def test_export_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (lambda t: t.replace('id = "9"', 'id = "9"\ncolour = "red"'), "`findings\\[0\\].colour='red'` is invalid"),
+        (lambda t: t.replace('id = "9"', 'id = "9"\ncolour = "red"'), "`findings\\[0\\].colour` is not a findings key"),
         (lambda t: t.replace('reduce = "mean"', 'reduce = "max"'), "reduce='max'` is invalid; choose one of"),
         (lambda t: t.replace('metric = "eval/compacted/success"', 'metric = "c"\nstatistic = "slope"'),
          "a slope needs the metric it is taken against"),
         (lambda t: t.replace("published = -4.0", 'published = "big"'), "`findings\\[0\\].published='big'`"),
         (lambda t: t.replace('control_baseline = { preset = "zero", estimator = "rg" }', ""),
-         "control_baseline=None"),
+         "`findings\\[0\\].control_baseline` is required"),
     ],
 )
 def test_bad_rows_name_the_key(tmp_path, edit, match):
@@ -307,5 +306,5 @@ def test_a_superseded_row_stays_marked_and_names_its_successors(tmp_path):
     compact = findings_text.to_compact(fd.Findings([got], {}))
     assert "| 9†" in compact and "(superseded by 9c-1, 9c-2 (findings/toy-dose))" in " ".join(compact.split())
     assert "superseded by 9c-1" in findings_text.to_markdown(fd.Findings([got], {}))
-    assert [x.id for x in sorted([dataclasses.replace(r, id=i) for i in ("2a", "1d-32", "1d-4-final", "1d-4", "1a")],
+    assert [x.id for x in sorted([r.model_copy(update={"id": i}) for i in ("2a", "1d-32", "1d-4-final", "1d-4", "1a")],
                                  key=lambda x: fd._natural(x.id))] == ["1a", "1d-4", "1d-4-final", "1d-32", "2a"]

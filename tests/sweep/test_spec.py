@@ -27,7 +27,7 @@ BAD = [
     (
         "wrong type in spec",
         GOOD.replace("seeds = [0, 1]", 'seeds = "0"'),
-        ["`seeds='0'`", "list of integers"],
+        ["`seeds='0'`", "non-empty list, each item: an integer"],
     ),
     ("empty grid", GOOD.replace("[0.1, 0.2]", "[]"), ["space.train.lr", "at least one value"]),
     (
@@ -47,7 +47,7 @@ BAD = [
         GOOD.replace("[0.1, 0.2]", '{type = "float", low = 0.1, high = 0.2}'),
         ["space.train.lr", "sampler 'grid'"],
     ),
-    ("objective missing", GOOD.split("[objective]")[0], ["objective=None"]),
+    ("objective missing", GOOD.split("[objective]")[0], ["`objective` is required"]),
     ("bad direction", GOOD + 'direction = "up"\n', ["objective.direction='up'", "'maximize'"]),
     ("not TOML", "seeds = [0,", ["not valid TOML"]),
     (
