@@ -121,7 +121,7 @@ def per_seed(row: FindingRow, data: SpecData, arm: str) -> dict[int, float]:
         except ConfigError as exc:  # an area asked of a run with one evaluation: the row's choice is named
             raise FindingsError(f"{row.spec_path.name}: {exc.under(f'findings.{row.id}')}") from None
         values = runs.select("run_id", "seed").join(got, on="run_id").select("seed", "value")
-    means = values.drop_nulls("value").group_by("seed").agg(pl.col("value").mean())
+    means = values.drop_nulls("value").sort("seed").group_by("seed", maintain_order=True).agg(pl.col("value").mean())
     # a CSV round trip perturbs the last bits; arms that computed the same thing must stay identical
     return {int(s): round(float(v), ROUND) for s, v in means.iter_rows()}
 

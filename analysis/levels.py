@@ -93,11 +93,13 @@ def from_episodes(frame: pl.DataFrame) -> Estimate:
     missing = [c for c in EPISODE_COLUMNS if c not in frame.columns]
     if missing or frame.height == 0:
         raise ValueError(f"per-episode values need rows with columns {EPISODE_COLUMNS}; got {frame.columns}")
-    sets = frame.group_by("seed").agg(pl.col("instance").sort()).get_column("instance").to_list()
+    frame = frame.sort("seed", "instance")  # one order of seeds and instances: the same sums every run
+    sets = frame.group_by("seed", maintain_order=True).agg(pl.col("instance")).get_column("instance").to_list()
     if len(sets) >= 2 and all(s == sets[0] for s in sets) and len(sets[0]) >= 2:
         wide = frame.pivot(on="instance", index="seed", values="value").drop("seed")
         return crossed(wide.to_numpy().astype(np.float64))
-    seeds = [g.get_column("value").to_numpy().astype(np.float64) for _, g in frame.group_by("seed")]
+    groups = frame.group_by("seed", maintain_order=True)
+    seeds = [g.get_column("value").to_numpy().astype(np.float64) for _, g in groups]
     return nested(seeds)
 
 
