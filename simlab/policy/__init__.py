@@ -7,8 +7,9 @@ to check a run's settings does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simlab import lazy
 
 if TYPE_CHECKING:
     from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
@@ -34,18 +35,9 @@ _HOME = {
     "device": ("autocast", "default_device"),
     "model": ("KVCache", "Policy", "PolicyOutput", "critic_from"),
 }
-_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
-
 __all__ = [  # the names in _HOME (tests/policy/test_lazy_exports.py holds the two equal)
     "Decoder", "KVCache", "Policy", "PolicyConfig", "PolicyOutput", "Sample", "StepOutput", "TokenScores",
     "autocast", "critic_from", "default_device", "load_checkpoint", "masked_entropy", "masked_log_softmax",
     "sample", "save_checkpoint", "score_tokens",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the submodule that defines ``name`` on first use."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simlab.policy' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"simlab.policy.{module}"), name)
+__getattr__ = lazy.exports(__name__, _HOME)

@@ -1,0 +1,27 @@
+"""Packages whose names load on first use (PEP 562): reading one light name does not import the rest.
+
+A package lists where each of its public names lives (``_HOME``); :func:`exports` gives it a module
+``__getattr__`` that imports the submodule on first use. Its ``__all__`` stays a literal list, for the
+linters (``tests/policy/test_lazy_exports.py`` holds the two equal). ``simlab.policy`` uses it so the config
+layer reads ``PolicyConfig`` without torch; ``simlab.harness`` so the command line reads
+``HarnessConfig`` (for ``simlab inspect``'s options) without the rollout loop and numba.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def exports(package: str, home: Mapping[str, tuple[str, ...]]) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of ``package``, whose names live in the submodules ``home`` maps them to."""
+    module_of = {name: module for module, names in home.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        module = module_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    return __getattr__
