@@ -1,4 +1,4 @@
-"""Packages whose names load on first use (PEP 562): reading one light name does not import the rest.
+"""Loading on first use: a package's names (PEP 562), and numba's compiled loops.
 
 A package lists where each of its public names lives (``_HOME``); :func:`exports` gives it a module
 ``__getattr__`` that imports the submodule on first use. Its ``__all__`` stays a literal list, for the
@@ -9,9 +9,10 @@ layer reads ``PolicyConfig`` without torch; ``simlab.harness`` so the command li
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 
 def exports(package: str, home: Mapping[str, tuple[str, ...]]) -> Callable[[str], Any]:
@@ -25,3 +26,23 @@ def exports(package: str, home: Mapping[str, tuple[str, ...]]) -> Callable[[str]
         return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     return __getattr__
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def jit(fn: _F) -> _F:
+    """``numba.njit(cache=True, nogil=True)`` applied on the first call: a module of compiled loops
+    imports without numba (about 0.15-0.3 s), so checking a config or printing help does not pay for it."""
+    compiled: Any = None
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        nonlocal compiled
+        if compiled is None:
+            import numba
+
+            compiled = numba.njit(cache=True, nogil=True)(fn)
+        return compiled(*args)
+
+    return cast(_F, call)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from simlab.lazy import jit
 from simlab.rules import check_value, ints
 from simlab.segment_checks import critic_grid, encode_groups, finished_flags, finite_vector, segment_counts
 
@@ -289,7 +289,6 @@ def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray
 
 
 # --- compiled loops over a batch's real tokens (the credit layer's kernels are in simlab.credit.kernels)
-_jit = numba.njit(cache=True, nogil=True)
 
 
 def broadcast_rows(
@@ -301,7 +300,7 @@ def broadcast_rows(
     return out
 
 
-@_jit
+@jit
 def _broadcast_rows(
     out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
 ) -> None:
@@ -312,7 +311,7 @@ def _broadcast_rows(
                 out[s, t] = x
 
 
-@_jit
+@jit
 def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
     """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
     out = np.zeros(seg_tokens.size, dtype=np.int64)

@@ -20,7 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.rules", "simlab.schema", "simlab.registry",
-                 "simlab.stores", "simlab.sinks", "simlab.segment_checks", "simlab.segments", "simlab.smoke")),
+                 "simlab.stores", "simlab.sinks", "simlab.segment_checks", "simlab.segments", "simlab.smoke",
+                 "simlab.lazy")),
     ("tasks", ("simlab.tasks",)),
     ("harness", ("simlab.harness",)),
     ("policy", ("simlab.policy",)),

@@ -14,11 +14,10 @@ left-aligned in a ``(S, W)`` grid; ``seg_rollout[s] == -1`` marks a dummy row wi
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
-_jit = numba.njit(cache=True, nogil=True)
+from simlab.lazy import jit
 
 
 def gae(
@@ -46,7 +45,7 @@ def gae(
     return out
 
 
-@_jit
+@jit
 def _gae(
     out: NDArray[np.float64],
     values: NDArray[np.float64],
@@ -81,7 +80,7 @@ def _gae(
         current = r
 
 
-@_jit
+@jit
 def scale_rows(
     grid: NDArray[np.float64], seg_tokens: NDArray[np.int64], per_row: NDArray[np.float64]
 ) -> None:
@@ -101,7 +100,7 @@ def add_rows(
     return out
 
 
-@_jit
+@jit
 def _add_rows(
     out: NDArray[np.float64],
     grid: NDArray[np.float64],
