@@ -139,7 +139,8 @@ class PublishedFile(BaseModel):
 
     model_config = _RECORD
     schema_: Literal[1] = Field(alias="schema")
-    papers: dict[str, dict[str, str]]
+    papers: dict[str, dict[str, Any]]
+    """Paper key -> what is known of it: an ``arxiv`` id or a ``url`` (strings), and anything else."""
     scores: list[Score]
     grids: list[Grid] = Field(default_factory=list)
     claims: list[Claim]
@@ -150,7 +151,7 @@ class PublishedFile(BaseModel):
 class Published:
     """The whole data file, with score references resolved on demand."""
 
-    papers: dict[str, dict[str, str]]
+    papers: dict[str, dict[str, Any]]
     scores: dict[str, Score]
     grids: dict[str, Grid]
     claims: tuple[Claim, ...]
@@ -192,7 +193,7 @@ def _read(source: Path) -> PublishedFile:
 def _check_papers(file: PublishedFile) -> None:
     """Every paper has an arXiv id or a URL; every figure names a listed paper."""
     for key, meta in file.papers.items():
-        if not ({"arxiv", "url"} & meta.keys()):
+        if not any(isinstance(meta.get(k), str) for k in ("arxiv", "url")):
             raise AuditDataError(f"`papers.{key}` is invalid; give it an `arxiv` id or a `url`")
     for what, figures in (("scores", file.scores), ("grids", file.grids)):
         for i, fig in enumerate(figures):

@@ -111,7 +111,8 @@ def per_seed(row: FindingRow, data: SpecData, arm: str) -> dict[int, float]:
     if row.statistic == "slope":
         return _slopes(row, runs)
     if row.statistic == "final":
-        values = runs.select("seed", (scale(row.metric) * pl.col(column(row.metric, "final"))).alias("value"))
+        values = runs.select("run_id", "seed",
+                             (scale(row.metric) * pl.col(column(row.metric, "final"))).alias("value"))
     else:
         if data.history is None:
             return {}
@@ -120,8 +121,9 @@ def per_seed(row: FindingRow, data: SpecData, arm: str) -> dict[int, float]:
                                         threshold=row.threshold, scale=scale(row.metric))
         except ConfigError as exc:  # an area asked of a run with one evaluation: the row's choice is named
             raise FindingsError(f"{row.spec_path.name}: {exc.under(f'findings.{row.id}')}") from None
-        values = runs.select("run_id", "seed").join(got, on="run_id").select("seed", "value")
-    means = values.drop_nulls("value").sort("seed").group_by("seed", maintain_order=True).agg(pl.col("value").mean())
+        values = runs.select("run_id", "seed").join(got, on="run_id").select("run_id", "seed", "value")
+    ordered = values.drop_nulls("value").sort("seed", "run_id")  # one order: the same sums on every run
+    means = ordered.group_by("seed", maintain_order=True).agg(pl.col("value").mean())
     # a CSV round trip perturbs the last bits; arms that computed the same thing must stay identical
     return {int(s): round(float(v), ROUND) for s, v in means.iter_rows()}
 

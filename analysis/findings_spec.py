@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, 
 from simlab.analysis import outcomes
 from simlab.analysis.findings_data import REDUCES
 from simlab.errors import ConfigError, FindingsError
-from simlab.rules import TABLE, Names, Real, Says, refusal, refuse
+from simlab.rules import TABLE, Names, Real, Says, choices_text, refusal, refuse
 
 STATISTICS = (*outcomes.STATISTICS, "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
@@ -154,8 +154,8 @@ class FindingRow(BaseModel):
         return {self.metric, *(m.metric for m in self.mechanism), *([self.x] if self.x else [])}
 
 
-FILLED = ("spec", "spec_path")
-"""FindingRow's fields that :func:`parse_rows` fills in, never a file."""
+ROW_KEYS = tuple(key for key in FindingRow.model_fields if key not in ("spec", "spec_path"))
+"""The keys a ``[[findings]]`` table takes: FindingRow's fields but the two :func:`parse_rows` fills in."""
 
 
 def parse_rows(path: Path) -> list[FindingRow]:
@@ -172,12 +172,13 @@ def parse_rows(path: Path) -> list[FindingRow]:
 
 
 def _parse_row(path: Path, spec: str, where: str, row: Any) -> FindingRow:
-    given = row if isinstance(row, Mapping) else {}
     try:
-        for key in FILLED:
-            if key in given:
-                raise FindingsError.unknown(f"{where}.{key}", [k for k in FindingRow.model_fields if k not in FILLED])
-        return FindingRow.model_validate({**given, "spec": spec, "spec_path": path} if given else row)
+        if not isinstance(row, Mapping):
+            raise FindingsError.invalid(where, row, f"give a table with keys {choices_text(ROW_KEYS)}")
+        unknown = [key for key in row if key not in ROW_KEYS]
+        if unknown:
+            raise FindingsError.unknown(f"{where}.{unknown[0]}", ROW_KEYS)
+        return FindingRow.model_validate({**row, "spec": spec, "spec_path": path})
     except ValidationError as exc:
         err = refusal(where, FindingRow, exc.errors(include_url=False)[0], FindingsError)
         raise FindingsError(f"{path.name}: {err}") from None

@@ -37,12 +37,12 @@ def jit(fn: _F) -> _F:
     compiled: Any = None
 
     @functools.wraps(fn)
-    def call(*args: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
         nonlocal compiled
         if compiled is None:
             import numba
 
             compiled = numba.njit(cache=True, nogil=True)(fn)
-        return compiled(*args)
+        return compiled(*args, **kwargs)
 
     return cast(_F, call)

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
+import sys
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Protocol, Union, cast, get_args, get_origin
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, InstanceOf, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
@@ -47,14 +49,27 @@ STEPS_MAX = 2**20
 
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 """How every field and value is checked: strict types, finite numbers."""
-TABLE = ConfigDict(**STRICT, extra="forbid", frozen=True, populate_by_name=True)
-"""How a table of an input file (a sweep spec's, a findings row) is read: strictly, with no unknown key."""
-Real = int | float
-"""A finite real number; an integer stays an integer (strict: a bool is neither)."""
+TABLE = ConfigDict(**STRICT, extra="forbid", frozen=True)
+"""How a table of an input file (a sweep spec's, a findings row) is read: strictly, with no unknown key
+(a field with an alias is read by its alias only: ``type``, not ``kind``)."""
 _CUSTOM = "simlab"
 """pydantic error type of simlab's own validators; its context holds the text :func:`refusal` quotes."""
 
 
+def refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
+    """A simlab validator's refusal: ``allowed`` is what :func:`refusal` quotes (``suffix``/``value``
+    name the part of the value that failed)."""
+    return PydanticCustomError(_CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
+
+
+def _float_holds(value: int | float) -> int | float:
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        raise refuse(f"choose a number a float holds (magnitude at most {sys.float_info.max:.4g})")
+    return value
+
+
+Real = Annotated[int | float, AfterValidator(_float_holds)]
+"""A finite real number; an integer stays an integer (strict: a bool is neither), if a float can hold it."""
 # ------------------------------------------------------------------------------ texts
 def _big(n: int) -> str:
     """Bounds people read: ``2**31 - 1`` rather than 2147483647."""
@@ -75,6 +90,8 @@ def int_text(lo: int, hi: int) -> str:
 
 def real_text(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
     """``choose a value in [lo, hi]`` (brackets by openness), or ``choose a finite value > lo``."""
+    if math.isinf(hi) and math.isinf(lo):
+        return "choose a finite number"
     if math.isinf(hi):
         return f"choose a finite value {'>' if lo_open else '>='} {lo:g}"
     return f"choose a value in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
@@ -83,12 +100,6 @@ def real_text(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
 def choices_text(choices: Iterable[Any]) -> str:
     """The choices quoted and joined: ``'a', 'b'``."""
     return ", ".join(repr(c) for c in choices)
-
-
-def refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
-    """A simlab validator's refusal: ``allowed`` is what :func:`refusal` quotes (``suffix``/``value``
-    name the part of the value that failed)."""
-    return PydanticCustomError(_CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
 
 
 # ------------------------------------------------------------------------- simlab's own validators
@@ -219,22 +230,39 @@ def allowed(tp: Any) -> str:
     said = next((m.allowed for m in meta if isinstance(m, (Names, ExistingFile, Says))), None)
     if said is not None:
         return said
-    lo, hi, lo_open, hi_open = _bounds(meta)
-    if _is_union(tp) and set(get_args(tp)) == {int, float}:
-        return real_text(lo, hi, lo_open, hi_open)
+    if any(isinstance(m, cast(type, InstanceOf)) for m in meta):  # InstanceOf[X] carries an InstanceOf()
+        return f"give a {tp.__name__}"
     if _is_union(tp):
-        texts = [allowed(a) for a in get_args(tp) if a is not type(None)]
-        verb = texts[0].split(" ", 1)[0]
-        text = " or ".join(t.removeprefix("choose ").removeprefix("give ") for t in texts)
-        return f"{verb} {text}" + (", or leave it unset" if len(texts) < len(get_args(tp)) else "")
+        return _allowed_union(tp, meta)
     if tp is bool:
         return "choose true or false"
     if tp is int:
+        lo, hi = _bounds(meta)[:2]
         return int_text(int(lo), int(hi)) if math.isfinite(lo) and math.isfinite(hi) else "choose an integer"
     if get_origin(tp) is Literal:
         choices = get_args(tp)
         return f"choose {choices_text(choices)}" if len(choices) == 1 else f"choose one of {choices_text(choices)}"
     return _allowed_container(tp, meta)
+
+
+def is_real(tp: Any) -> bool:
+    """Whether an annotation is :data:`Real` (``int | float``), with or without its constraints."""
+    tp, _ = _parts(tp)
+    return _is_union(tp) and set(get_args(tp)) == {int, float}
+
+
+def _allowed_union(tp: Any, meta: list[Any]) -> str:
+    """What a union allows: an optional value, a real number (``int | float``), or one of its members."""
+    args = get_args(tp)
+    rest = tuple(a for a in args if a is not type(None))
+    if len(rest) < len(args):
+        inner = rest[0] if len(rest) == 1 else Union[rest]  # noqa: UP007 - a Union built from a tuple
+        return f"{allowed(Annotated[(inner, *meta)] if meta else inner)}, or leave it unset"
+    if is_real(tp):
+        return real_text(*_bounds(meta))
+    texts = [allowed(a) for a in rest]
+    verb = texts[0].split(" ", 1)[0]
+    return f"{verb} " + " or ".join(t.removeprefix("choose ").removeprefix("give ") for t in texts)
 
 
 def _allowed_container(tp: Any, meta: list[Any]) -> str:
@@ -272,7 +300,7 @@ def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], Any]:
         members = [a for a in get_args(base) if a is not type(None)] if _is_union(base) else [tp]
         if len(members) > 1:
             break
-        base, _ = _parts(tp := members[0])
+        base, _ = _parts(members[0])
         args, origin = get_args(base), get_origin(base)
         if isinstance(part, int) and origin in (list, tuple):
             tp = args[part] if origin is tuple and len(args) > part and args[-1] is not Ellipsis else args[0]
@@ -281,7 +309,7 @@ def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], Any]:
         elif isinstance(part, str) and part in _fields(base):
             tp = _fields(base)[part]
         else:
-            break
+            break  # a union member's tag: what the value failed is tp as a whole (an optional one included)
         path.append(part)
     return path, tp
 
@@ -317,17 +345,29 @@ def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = C
 
 @functools.lru_cache(maxsize=512)
 def _adapter(tp: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(tp, config=STRICT)
+    """A validator for ``tp``; a model or a section keeps its own config (pydantic refuses another)."""
+    return TypeAdapter(tp) if _fields(_parts(tp)[0]) else TypeAdapter(tp, config=STRICT)
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (``np.int64(8)`` -> 8); anything else as it is.
+
+    Strict checks refuse a numpy integer, which code computing sizes with numpy passes in good faith.
+    """
+    if isinstance(value, (bool, int, float)) or not isinstance(value, numbers.Real):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def check_value(key: str, value: Any, tp: Any, error: type[ConfigError] = ConfigError) -> Any:
     """``value`` as annotation ``tp`` allows it, else an ``error`` for ``key`` (:func:`refusal`)."""
     try:
-        return _adapter(tp).validate_python(value)
+        return _adapter(tp).validate_python(plain(value))
     except ValidationError as exc:
         raise refusal(key, tp, exc.errors(include_url=False)[0], error) from None
 
 
+@functools.cache
 def ints(lo: int, hi: int = COUNT_MAX) -> Any:
     """An integer in ``[lo, hi]`` (for :func:`check_value`; a field writes the ``Annotated`` itself)."""
     return Annotated[int, Field(ge=lo, le=hi)]
@@ -348,5 +388,5 @@ Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 __all__ = [
     "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TABLE", "TOKENS_MAX", "ExistingFile", "MinMax",
     "Names", "NonNegative", "Positive", "Real", "Says", "Seed", "Unit", "UnitOpen", "allowed", "check_value",
-    "choices_text", "int_text", "ints", "key_path", "real_text", "refusal", "refuse",
+    "choices_text", "int_text", "ints", "is_real", "key_path", "plain", "real_text", "refusal", "refuse",
 ]

@@ -33,6 +33,7 @@ from pydantic import ConfigDict, ValidationError
 
 from simlab.errors import ConfigError
 from simlab.rules import STRICT, check_value, refusal
+from simlab.rules import plain as plain_number
 
 # ----------------------------------------------------------------------------------------- sections
 _T = TypeVar("_T")
@@ -126,7 +127,7 @@ def section(cls: type[_T]) -> type[_T]:
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         try:
-            init(self, *args, **kwargs)
+            init(self, *map(plain_number, args), **{k: plain_number(v) for k, v in kwargs.items()})
         except ValidationError as exc:
             raise _first_error(made, exc) from None
 

@@ -30,7 +30,7 @@ def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
     import typing
 
     from simlab.harness.config import HarnessConfig
-    from simlab.rules import Real
+    from simlab.rules import is_real
 
     types = typing.get_type_hints(HarnessConfig)  # int, float, bool or str: the rules are Annotated extras
     extra = []
@@ -38,7 +38,7 @@ def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
         info = HarnessConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
         flag = f"--{name.replace('_', '-')}"
         decls = (f"{flag}/--no-{name.replace('_', '-')}",) if types[name] is bool else (flag, *short)
-        hint: Any = float if types[name] == Real else types[name]  # typer reads one type; the check keeps ints
+        hint: Any = float if is_real(types[name]) else types[name]  # typer reads one type; the check keeps ints
         annotation = hint | None  # typer reads the annotation at run time
         help_text = (info.description or "").split("\n")[0]
         extra.append(inspect_module.Parameter(name, inspect_module.Parameter.KEYWORD_ONLY, annotation=annotation,
