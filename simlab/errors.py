@@ -13,9 +13,15 @@ caller can catch one kind or all of them.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Self
 
 _UNSET: Any = object()
+_SHOWN = reprlib.Repr()
+"""How an error shows the bad value: as ``repr`` does, shortened with ``...`` past what fits one line
+(an integer of 400 digits, a list of 10,000 seeds); the error keeps the whole value."""
+_SHOWN.maxlevel, _SHOWN.maxtuple, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxset = 4, 20, 20, 12, 12
+_SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother = 160, 60, 160
 
 
 class ConfigError(Exception):
@@ -47,7 +53,7 @@ class ConfigError(Exception):
     @classmethod
     def invalid(cls, key: str, value: Any, allowed: str) -> Self:
         """```key=value`` is invalid; allowed`` (``allowed`` reads "choose ..." or says why)."""
-        return cls(f"`{key}={value!r}` is invalid; {allowed}", key=key, value=value, allowed=allowed)
+        return cls(f"`{key}={_SHOWN.repr(value)}` is invalid; {allowed}", key=key, value=value, allowed=allowed)
 
     @classmethod
     def unknown(cls, key: str, choices: Any) -> Self:

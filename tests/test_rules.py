@@ -110,3 +110,13 @@ def test_ints_is_one_annotation_per_range() -> None:
 def test_a_compiled_loop_takes_keywords() -> None:
     got = tokens_after(seg_tokens=np.array([3, 4, 5]), seg_rollout=np.array([0, 0, 1]))
     assert got.tolist() == [4, 0, 0]
+
+
+def test_a_huge_bad_value_is_shown_shortened_and_kept_whole() -> None:
+    with pytest.raises(ConfigError) as err:
+        resolve({"train": {"lr": 10**400}})
+    message = str(err.value)
+    assert len(message) < 200 and "..." in message and err.value.value == 10**400
+    with pytest.raises(SpecError) as spec_err:
+        parse_spec({**GOOD, "seeds": [*range(1000), 0]})
+    assert len(str(spec_err.value)) < 300 and "repeated: [0]" in str(spec_err.value)
