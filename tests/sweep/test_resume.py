@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from simlab import tracking
@@ -82,6 +83,7 @@ def _alive(pid: int) -> bool:
     )
 
 
+@pytest.mark.slow  # about 28 s: a real sweep killed mid-trial, then run again
 def test_sigkill_then_rerun_completes_every_cell_once(ready_stores: Stores, tmp_path: Path) -> None:
     spec_path = write_spec(tmp_path, SPEC)
     proc = _sweep(spec_path, ready_stores)

@@ -42,6 +42,7 @@ def swept(ready_stores: Stores, tmp_path: Path) -> tuple[Stores, Any]:
     return ready_stores, trials
 
 
+@pytest.mark.slow  # about 50 s with its sweep: a real browser on a real MLflow server
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); "
                     "`apt-get install chromium` (CI's .ci/run does)")
 def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
