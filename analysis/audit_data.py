@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
 
 from simlab.analysis import stats
 from simlab.errors import AuditDataError
-from simlab.rules import COUNT_MAX, TABLE, Real, refusal, refuse
+from simlab.rules import COUNT_MAX, TABLE, Real, check_value, refuse
 
 
 def default_data_path() -> Path:
@@ -184,10 +184,8 @@ def _read(source: Path) -> PublishedFile:
         raise AuditDataError(f"`--data={str(source)!r}` cannot be read: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise AuditDataError(f"`--data={str(source)!r}` is not valid TOML: {exc}") from exc
-    try:
-        return PublishedFile.model_validate(raw)
-    except ValidationError as exc:
-        raise refusal("", PublishedFile, exc.errors(include_url=False)[0], AuditDataError) from None
+    published: PublishedFile = check_value("", raw, PublishedFile, AuditDataError)
+    return published
 
 
 def _check_papers(file: PublishedFile) -> None:

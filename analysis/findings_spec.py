@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, model_validator
 
 from simlab.analysis import outcomes
 from simlab.analysis.findings_data import REDUCES
 from simlab.errors import ConfigError, FindingsError
-from simlab.rules import TABLE, Names, Real, Says, choices_text, refusal, refuse
+from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
 
 STATISTICS = (*outcomes.STATISTICS, "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
@@ -178,10 +178,8 @@ def _parse_row(path: Path, spec: str, where: str, row: Any) -> FindingRow:
         unknown = [key for key in row if key not in ROW_KEYS]
         if unknown:
             raise FindingsError.unknown(f"{where}.{unknown[0]}", ROW_KEYS)
-        return FindingRow.model_validate({**row, "spec": spec, "spec_path": path})
-    except ValidationError as exc:
-        err = refusal(where, FindingRow, exc.errors(include_url=False)[0], FindingsError)
-        raise FindingsError(f"{path.name}: {err}") from None
+        found: FindingRow = check_value(where, {**row, "spec": spec, "spec_path": path}, FindingRow, FindingsError)
+        return found
     except FindingsError as err:
         raise FindingsError(f"{path.name}: {err}") from None
 

@@ -103,6 +103,17 @@ def choices_text(choices: Iterable[Any]) -> str:
 
 
 # ------------------------------------------------------------------------- simlab's own validators
+class _AfterCheck:
+    """An annotated validator: pydantic's own check of the type first, then :meth:`check`."""
+
+    def check(self, value: Any) -> Any:  # pragma: no cover - every validator overrides it
+        """The value, or raise :func:`refuse`."""
+        raise NotImplementedError
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+
 class _Names(Protocol):
     def __contains__(self, name: object) -> bool: ...
 
@@ -110,7 +121,7 @@ class _Names(Protocol):
 
 
 @dataclass(frozen=True)
-class Names:
+class Names(_AfterCheck):
     """A string that a registry (or a tuple of names) holds, or one of its aliases.
 
     ``registry`` is called when a value is checked, so a section can name the registry that executes
@@ -139,12 +150,9 @@ class Names:
             return value
         raise refuse(self.allowed)
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self.check, handler(source))
-
 
 @dataclass(frozen=True)
-class MinMax:
+class MinMax(_AfterCheck):
     """A ``(min, max)`` pair with min <= max, given as a list or a tuple (TOML has no tuples); each
     element's own bounds are the tuple's item types."""
 
@@ -162,7 +170,7 @@ class MinMax:
 
 
 @dataclass(frozen=True)
-class ExistingFile:
+class ExistingFile(_AfterCheck):
     """The path (a string) of an existing file: not a folder, not a missing path."""
 
     what: str = "file"
@@ -182,9 +190,6 @@ class ExistingFile:
         if not path.is_file():
             raise refuse(f"no such {self.what}")
         return value
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self.check, handler(source))
 
 
 @dataclass(frozen=True)
@@ -278,13 +283,15 @@ def _allowed_container(tp: Any, meta: list[Any]) -> str:
         return "give a table of key = value"
     if tp is str:
         return "give a string"
-    if _fields(tp):
-        return f"give a table with keys {choices_text(_fields(tp))}"
+    if fields_of(tp):
+        return f"give a table with keys {choices_text(fields_of(tp))}"
     return f"give a {getattr(tp, '__name__', 'value')}"
 
 
-def _fields(tp: Any) -> dict[str, Any]:
-    """A pydantic model's or dataclass's fields by the name a file uses (an alias where one is set)."""
+@functools.cache
+def fields_of(tp: Any) -> dict[str, Any]:
+    """A pydantic model's or dataclass's field annotations (constraints included) by the name a file
+    uses (an alias where one is set); ``{}`` for any other type."""
     infos = getattr(tp, "__pydantic_fields__", None) or {}
     return {info.alias or name: Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
             for name, info in infos.items()}
@@ -306,8 +313,8 @@ def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], Any]:
             tp = args[part] if origin is tuple and len(args) > part and args[-1] is not Ellipsis else args[0]
         elif isinstance(part, str) and origin is dict:
             tp = args[1]
-        elif isinstance(part, str) and part in _fields(base):
-            tp = _fields(base)[part]
+        elif isinstance(part, str) and part in fields_of(base):
+            tp = fields_of(base)[part]
         else:
             break  # a union member's tag: what the value failed is tp as a whole (an optional one included)
         path.append(part)
@@ -335,7 +342,7 @@ def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = C
     if error is ConfigError and any(isinstance(m, Names) for m in _parts(at)[1]):
         error = UnknownNameError
     if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-        return error.unknown(key_path(key, [err["loc"][-1]]), list(_fields(_parts(at)[0])))
+        return error.unknown(key_path(key, [err["loc"][-1]]), list(fields_of(_parts(at)[0])))
     if err["type"] in ("missing", "missing_argument"):
         return error(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
     if err["type"] == _CUSTOM and not (stopped and _is_union(_parts(at)[0])):
@@ -346,7 +353,7 @@ def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = C
 @functools.lru_cache(maxsize=512)
 def _adapter(tp: Any) -> TypeAdapter[Any]:
     """A validator for ``tp``; a model or a section keeps its own config (pydantic refuses another)."""
-    return TypeAdapter(tp) if _fields(_parts(tp)[0]) else TypeAdapter(tp, config=STRICT)
+    return TypeAdapter(tp) if fields_of(_parts(tp)[0]) else TypeAdapter(tp, config=STRICT)
 
 
 def plain(value: Any) -> Any:
@@ -388,5 +395,5 @@ Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 __all__ = [
     "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TABLE", "TOKENS_MAX", "ExistingFile", "MinMax",
     "Names", "NonNegative", "Positive", "Real", "Says", "Seed", "Unit", "UnitOpen", "allowed", "check_value",
-    "choices_text", "int_text", "ints", "is_real", "key_path", "plain", "real_text", "refusal", "refuse",
+    "choices_text", "fields_of", "int_text", "ints", "is_real", "key_path", "plain", "real_text", "refusal", "refuse",
 ]

@@ -26,13 +26,13 @@ import functools
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self, TypeVar, dataclass_transform
+from typing import Any, ClassVar, Self, TypeVar, cast, dataclass_transform
 
 import pydantic
 from pydantic import ConfigDict, ValidationError
 
 from simlab.errors import ConfigError
-from simlab.rules import STRICT, check_value, refusal
+from simlab.rules import STRICT, check_value, fields_of, refusal
 from simlab.rules import plain as plain_number
 
 # ----------------------------------------------------------------------------------------- sections
@@ -70,8 +70,7 @@ class Section:
     def allows(cls, name: str) -> Any:
         """Field ``name``'s annotation with its constraints: what :func:`~simlab.rules.check_value` and
         :func:`~simlab.rules.allowed` read."""
-        info = cls.__pydantic_fields__[name]  # type: ignore[attr-defined]
-        return Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        return fields_of(cast(Any, cls))[name]  # a class hashes by identity; mypy reads instances
 
     @classmethod
     def check_fields(cls, data: Mapping[str, Any]) -> None:

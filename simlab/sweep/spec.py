@@ -33,12 +33,15 @@ Setting = Annotated[Scalar | list[Scalar], Says("give a finite number, a string,
 """A setting: a scalar, or a list of them (a (min, max) pair)."""
 
 
-def _key_paths(table: Any) -> Any:
-    """A table of settings as key paths (TOML dotted keys nest; :func:`simlab.schema.flatten`)."""
-    return flatten(table) if isinstance(table, dict) else table
+def key_paths(table: Any, *, ranges: bool = False) -> Any:
+    """A table of settings as key paths (TOML dotted keys nest; :func:`simlab.schema.flatten`); with
+    ``ranges``, a ``{type = ...}`` table stays whole (a distribution). Anything else is left to the check."""
+    if not isinstance(table, dict):
+        return table
+    return flatten(table, leaf=(lambda t: "type" in t) if ranges else None)
 
 
-Settings = Annotated[dict[str, Setting], BeforeValidator(_key_paths)]
+Settings = Annotated[dict[str, Setting], BeforeValidator(key_paths)]
 """Key path -> value."""
 
 

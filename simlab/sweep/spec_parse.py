@@ -9,19 +9,32 @@ written to either store.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field
 
 from simlab.errors import SpecError
 from simlab.registry import Registry
-from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value, refusal
-from simlab.schema import flatten, read_toml
-from simlab.sweep.spec import Axis, Base, Cell, Distribution, Name, Objective, PrunerSpec, Setting, SweepSpec, Variant
+from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value
+from simlab.schema import read_toml
+from simlab.sweep.spec import (
+    Axis,
+    Base,
+    Cell,
+    Distribution,
+    Name,
+    Objective,
+    PrunerSpec,
+    Setting,
+    SweepSpec,
+    Variant,
+    key_paths,
+)
 
 TOP_LEVEL_SETTINGS = ("preset", "recipe")
 """Space keys that are not config key paths: the task preset and the recipe preset."""
@@ -32,11 +45,6 @@ Grid = Annotated[
     Says("give at least one value: finite numbers, strings, booleans or lists of them"),
 ]
 """A grid axis: the values to try."""
-
-
-def _space(table: Any) -> Any:
-    """The ``space`` table as key paths, stopping at lists and at ``{type = ...}`` distribution tables."""
-    return flatten(table, leaf=lambda t: "type" in t) if isinstance(table, dict) else table
 
 
 class SpecFile(BaseModel):
@@ -50,7 +58,10 @@ class SpecFile(BaseModel):
     seeds: Annotated[list[Seed], Field(min_length=1)]
     n_trials: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     base: Base = Field(default_factory=Base)
-    space: Annotated[dict[str, Any], BeforeValidator(_space)] = Field(default_factory=dict)
+    space: Annotated[dict[str, Any], BeforeValidator(functools.partial(key_paths, ranges=True))] = Field(
+        default_factory=dict
+    )
+    """Swept key paths: a grid list, or a ``{type = ...}`` range, each."""
     variants: list[Variant] = Field(default_factory=list)
     objective: Objective
     pruner: PrunerSpec = PrunerSpec()
@@ -83,10 +94,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     The file's own grammar first (:class:`SpecFile`, whose first error a user sees), then what
     involves several parts, in file order.
     """
-    try:
-        file = SpecFile.model_validate(dict(raw))
-    except ValidationError as exc:
-        raise refusal("", SpecFile, exc.errors(include_url=False)[0], SpecError) from None
+    file: SpecFile = check_value("", dict(raw), SpecFile, SpecError)
     _check_header(file)
     _check_settings("base.overrides", file.base.overrides, TOP_LEVEL_SETTINGS)
     axes = tuple(_parse_axis(key, value, file.sampler) for key, value in file.space.items())
@@ -140,10 +148,7 @@ def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
     if key in RESERVED:
         raise SpecError(f"`{shown}` is reserved; list seeds under `seeds` and bundles under `[[variants]]`")
     if isinstance(value, dict):
-        try:
-            dist = Distribution.model_validate(value)
-        except ValidationError as exc:
-            raise refusal(shown, Distribution, exc.errors(include_url=False)[0], SpecError) from None
+        dist: Distribution = check_value(shown, value, Distribution, SpecError)
         if sampler == "grid":
             raise _bad(shown, value, "sampler 'grid' needs a list of values; use sampler = 'tpe' for distributions")
         if dist.kind == "categorical":
