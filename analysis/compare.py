@@ -23,8 +23,6 @@ from simlab.analysis.power import Tost
 
 PAIRED_MIN_SEEDS = 3
 """Fewest shared seeds for a paired difference: with two, its spread rests on one degree of freedom."""
-TIE_SIGMA = 2.0
-"""A difference under this many SEs is not significant (the house rule; ranks tie below it)."""
 
 
 @dataclass(frozen=True)
@@ -100,16 +98,33 @@ class Judgement:
         return self.estimate.sigma
 
     @property
+    def p(self) -> float:
+        """Two-sided p of the difference against 0, t at the estimate's df (:func:`power.two_sided_p`)."""
+        return power.two_sided_p(self.estimate.mean, self.estimate.se, self.estimate.df)
+
+    @property
     def significant(self) -> bool:
-        """At least :data:`TIE_SIGMA` SEs from 0 (a difference with SE 0 counts when it is not 0)."""
-        if self.estimate.se == 0:
-            return self.estimate.mean != 0
-        return abs(self.sigma) >= TIE_SIGMA
+        """p < alpha, with t quantiles at the design's degrees of freedom (a difference with SE 0 counts
+        when it is not 0)."""
+        return self.p < self.alpha
+
+    @property
+    def negligible(self) -> bool:
+        """The 1 - 2 alpha interval lies inside the margin (the TOST's equivalence), whether or not the
+        difference is also significant: practically 0 at the margin's scale."""
+        return self.tost is not None and self.tost.equivalent
+
+    def exceeds_margin(self, sign: float) -> bool:
+        """The 1 - 2 alpha interval lies wholly beyond the margin on ``sign``'s side: the difference is larger
+        than the margin by a one-sided test at alpha (False without a margin)."""
+        if self.tost is None or self.margin is None:
+            return False
+        return self.tost.low > self.margin if sign > 0 else self.tost.high < -self.margin
 
     @property
     def decided_tie(self) -> bool:
         """Not significant, and equivalent to 0 within the margin by the TOST."""
-        return not self.significant and self.tost is not None and self.tost.equivalent
+        return not self.significant and self.negligible
 
     @property
     def mde(self) -> float:

@@ -50,8 +50,8 @@ SPEC_DIR = _spec_dir()
 """Where the findings specs live: ``findings/`` of the shipped specs (the checkout's ``sweeps/findings``)."""
 ROUND = 9
 """Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
-Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided", "control moved",
-                  "not run"]
+Verdict = Literal["reproduced", "sign only", "opposite", "holds", "fails", "differs", "tie", "undecided",
+                  "control moved", "not run"]
 """``holds`` and ``fails`` are a harness check's ``reproduced`` and ``opposite``: a check is never counted as a
 reproduced finding."""
 
@@ -163,30 +163,113 @@ class Levels:
     power: float = power.POWER
 
 
-def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None) -> tuple[Verdict, str]:
-    """The row's verdict and its reason (sigma, the TOST, what moved, the seeds that would decide)."""
+@dataclass(frozen=True)
+class Family:
+    """Where a row's p-value stands in its Holm family."""
+
+    p: float
+    """The Holm-adjusted p of the row's difference."""
+    size: int
+    """The rows in the family (its credit and serving rows with a measured difference)."""
+    name: str
+
+    def text(self) -> str:
+        """``Holm p 0.120 over 15 rows of credit-dose`` (empty for a family of one)."""
+        return "" if self.size <= 1 else f"Holm p {self.p:.3f} over {self.size} rows of {self.name}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A row's verdict, its reason, and for an undecided row what is missing (``by``) and the seeds that
+    would supply it."""
+
+    verdict: Verdict
+    reason: str
+    by: Literal["", "main", "control", "vacuous", "adjustment", "size"] = ""
+    """``main``: the difference is neither significant nor a decided tie; ``control``: the control is not
+    settled; ``vacuous``: the control cannot show the mechanism absent; ``adjustment``: significant alone,
+    not after its family's Holm adjustment; ``size``: the published sign, its interval across the margin."""
+    seeds: int | None = None
+    """Seeds that would decide an undecided row (``main``, ``size``; ``control``: the control's tie)."""
+
+
+def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
+            family: Family | None = None) -> Decision:
+    """The row's verdict, read in this order.
+
+    *tie*: not significant (p >= alpha, t at the design's df) and the TOST decides it within the margin.
+    *control moved*: the control differs (p < alpha). *sign only*: significant in the published direction,
+    but the 90% interval lies inside the margin: practically zero at the published scale. *reproduced*:
+    the published direction at Holm-adjusted p < alpha, the 90% interval wholly beyond the margin, and the
+    control settled (a check reads *holds*). *opposite*: the other direction at Holm-adjusted p < alpha.
+    *undecided* otherwise, saying what would decide it.
+    """
     if main is None:
-        return "not run", "fewer than 2 seeds in an arm"
+        return Decision("not run", "fewer than 2 seeds in an arm")
     if not main.significant:
         if main.decided_tie:
             assert main.tost is not None
-            return "tie", f"TOST p = {main.tost.p:.3f} within ±{main.margin:g}"
-        return "undecided", _to_decide(main, "a tie")
+            return Decision("tie", f"TOST p = {main.tost.p:.3f} within ±{main.margin:g}")
+        return Decision("undecided", _to_decide(main, "a tie"), "main", main.seeds_to_decide())
     if _control_moved(row, control):
         assert control is not None
-        return "control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma"
-    strength = f"{abs(main.sigma):.1f} sigma" if math.isfinite(main.sigma) else "the same in every seed, SE 0"
+        return Decision("control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma")
+    strength = _strength(main, family)
+    adjusted = family is None or family.p < main.alpha
     if row.sign is None:
-        return "differs", f"{strength}; no published sign to compare"
+        if not adjusted:
+            return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
+        return Decision("differs", f"{strength}; no published sign to compare")
     if row.control_vacuous:
-        return "undecided", f"{strength}, but the control is vacuous: {row.control_vacuous}"
+        return Decision("undecided", f"{strength}, but the control is vacuous: {row.control_vacuous}", "vacuous")
     if not _control_settled(row, control):
-        return "undecided", f"{strength}, but the control is " + (
-            "not measured" if control is None else _to_decide(control, "its tie"))
-    same = math.copysign(1.0, main.estimate.mean) == row.sign
+        return Decision("undecided", f"{strength}, but the control is " + (
+            "not measured" if control is None else _to_decide(control, "its tie")), "control",
+            None if control is None else control.seeds_to_decide())
     if row.kind == "harness check":
-        return ("holds" if same else "fails"), strength
-    return ("reproduced" if same else "opposite"), strength
+        return Decision("holds" if _same(row, main) else "fails", strength)
+    return _effect_verdict(row, main, adjusted, strength)
+
+
+def _effect_verdict(row: FindingRow, main: Judgement, adjusted: bool, strength: str) -> Decision:
+    """A significant difference with a settled control: its size against the margin, its direction, and
+    whether it survives its family's Holm adjustment."""
+    assert row.sign is not None
+    if main.negligible:
+        assert main.tost is not None
+        inside = f"its 90% interval [{main.tost.low:+.2f}, {main.tost.high:+.2f}] lies inside ±{main.margin:g}"
+        if _same(row, main):
+            return Decision("sign only", f"{strength} in the published direction, but {inside}: practically 0 "
+                            "at the published scale")
+        return Decision("tie", f"{inside} (TOST p = {main.tost.p:.3f}); the other sign at {strength}")
+    if not adjusted:
+        return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
+    if not _same(row, main):
+        return Decision("opposite", strength)
+    if main.margin is None:
+        return Decision("reproduced", f"{strength}; no published size to compare")
+    if main.exceeds_margin(row.sign):
+        return Decision("reproduced", strength)
+    low, high = main.interval(1 - 2 * main.alpha)
+    excess = abs(main.estimate.mean) - main.margin
+    need = power.seeds_for_effect(main.estimate.seed_sd, excess, fixed_var=main.estimate.fixed_var,
+                                  alpha=main.alpha, power=main.power) if excess > 0 else None
+    return Decision("undecided", f"{strength} in the published direction, but its 90% interval [{low:+.2f}, "
+                    f"{high:+.2f}] reaches inside ±{main.margin:g}: " + (
+                        f"{need} seeds would tell its size" if need else "its size is not above the margin"),
+                    "size", need)
+
+
+def _same(row: FindingRow, main: Judgement) -> bool:
+    return row.sign is not None and math.copysign(1.0, main.estimate.mean) == row.sign
+
+
+def _strength(main: Judgement, family: Family | None) -> str:
+    """``3.6 sigma, p 0.009 (Holm p 0.120 over 15 rows of credit-dose)``."""
+    if not math.isfinite(main.sigma):
+        return "the same in every seed, SE 0"
+    holm = family.text() if family is not None else ""
+    return f"{abs(main.sigma):.1f} sigma, p {main.p:.3f}" + (f" ({holm})" if holm else "")
 
 
 def _to_decide(j: Judgement, what: str) -> str:
@@ -248,7 +331,7 @@ def _fields(prefix: str, j: Judgement | None) -> dict[str, Any]:
     """A judged difference as flat record fields (``control_`` for the control's)."""
     if j is None:
         return {f"{prefix}{k}": None for k in ("difference", "se", "sigma", "df", "ci_low", "ci_high", "se_from",
-                                                "mde", "tost_p", "decided", "seeds_to_decide")} | {f"{prefix}seeds": 0}
+                                                "mde", "tost_p", "decided")} | {f"{prefix}seeds": 0}
     e = j.estimate
     low, high = j.interval()
     return {
@@ -256,33 +339,79 @@ def _fields(prefix: str, j: Judgement | None) -> dict[str, Any]:
         f"{prefix}df": finite(e.df), f"{prefix}seeds": e.seeds, f"{prefix}ci_low": finite(low),
         f"{prefix}ci_high": finite(high), f"{prefix}se_from": e.design, f"{prefix}mde": finite(j.mde),
         f"{prefix}tost_p": None if j.tost is None else j.tost.p, f"{prefix}decided": j.decided_tie,
-        f"{prefix}seeds_to_decide": None if j.significant or j.decided_tie else j.seeds_to_decide(),
     }
 
 
-def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Levels | None = None) -> dict[str, Any]:
-    """One row of the findings table, as a plain dict (what ``--json`` writes)."""
-    levels = levels or Levels()
+@dataclass(frozen=True)
+class Measured:
+    """A row's two judged differences (``None`` where an arm has too few seeds) and its mechanism metrics."""
+
+    main: Judgement | None
+    control: Judgement | None
+    mechanism: list[dict[str, Any]]
+
+
+def measure(row: FindingRow, data: SpecData, levels: Levels) -> Measured:
+    """The row's difference and its control's, judged at ``levels``, and the mechanism metrics."""
     spec = design(row)
-    base = {"id": row.id, "kind": row.kind, "finding": row.finding, "spec": row.spec, "published": row.published,
-            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source, "note": row.note,
-            "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
-            "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
-            "control_dose": row.control_dose, "superseded_by": row.superseded_by,
-            "unit": "steps" if row.statistic == "steps_to" else (
-                "points" if scale(row.metric) == stats.POINTS else "metric units")}
-    if data is None or data.runs.height == 0:
-        return base | _fields("", None) | _fields("control_", None) | {
-            "verdict": "not run", "reason": f"no finished runs of {row.spec}", "mechanism": []}
     arms = {name: arm(row, data, name, spec) for name in ARMS}
     judged = []
     for t, b in (("treatment", "baseline"), ("control_treatment", "control_baseline")):
         d = compare.difference(arms[t], arms[b])
         judged.append(None if d is None else compare.judge(d, margin=row.equivalence_margin, alpha=levels.alpha,
                                                            power_=levels.power))
-    kind, reason = verdict(row, *judged)
-    return base | _fields("", judged[0]) | _fields("control_", judged[1]) | {
-        "verdict": kind, "reason": reason, "mechanism": mechanism_values(row, data)}
+    return Measured(judged[0], judged[1], mechanism_values(row, data))
+
+
+def _base(row: FindingRow, source: str, levels: Levels) -> dict[str, Any]:
+    spec = design(row)
+    return {"id": row.id, "kind": row.kind, "finding": row.finding, "spec": row.spec, "published": row.published,
+            "source": row.source, "metric": row.metric, "statistic": row.statistic, "data": source, "note": row.note,
+            "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
+            "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
+            "control_dose": row.control_dose, "superseded_by": row.superseded_by, "reruns": row.reruns,
+            "family": row.family, "unit": "steps" if row.statistic == "steps_to" else (
+                "points" if scale(row.metric) == stats.POINTS else "metric units")}
+
+
+def record(row: FindingRow, got: Measured | None, source: str, levels: Levels, family: Family | None = None,
+           why_not: str = "") -> dict[str, Any]:
+    """One row of the findings table, as a plain dict (what ``--json`` writes)."""
+    base = _base(row, source, levels)
+    if got is None:
+        return base | _fields("", None) | _fields("control_", None) | {
+            "p": None, "p_holm": None, "family_size": 0, "verdict": "not run", "reason": why_not,
+            "undecided_by": "", "mechanism": []}
+    said = verdict(row, got.main, got.control, family)
+    p = None if got.main is None else finite(got.main.p)
+    return base | _fields("", got.main) | _fields("control_", got.control) | {
+        "p": p, "p_holm": family.p if family is not None else p, "family_size": family.size if family else int(
+            p is not None), "verdict": said.verdict, "reason": said.reason, "undecided_by": said.by,
+        "seeds_to_decide": said.seeds if said.by in ("main", "size") else None,
+        "control_seeds_to_decide": said.seeds if said.by == "control" else None, "mechanism": got.mechanism}
+
+
+def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Levels | None = None) -> dict[str, Any]:
+    """One row on its own (a family of one: no adjustment)."""
+    levels = levels or Levels()
+    if data is None or data.runs.height == 0:
+        return record(row, None, source, levels, why_not=f"no finished runs of {row.spec}")
+    return record(row, measure(row, data, levels), source, levels)
+
+
+def families(rows: list[FindingRow], measured: list[Measured | None]) -> list[Family | None]:
+    """Each row's Holm family: the credit and serving rows of one campaign with a measured difference,
+    adjusted together; ``None`` for a check or a row without one."""
+    out: list[Family | None] = [None] * len(rows)
+    members: dict[str, list[int]] = {}
+    for i, (row, got) in enumerate(zip(rows, measured, strict=True)):
+        if row.kind != "harness check" and got is not None and got.main is not None and math.isfinite(got.main.p):
+            members.setdefault(row.family, []).append(i)
+    for name, idx in members.items():
+        adjusted = power.holm([measured[i].main.p for i in idx])  # type: ignore[union-attr]
+        for i, p in zip(idx, adjusted, strict=True):
+            out[i] = Family(p, len(idx), name)
+    return out
 
 
 # ------------------------------------------------------------------------------------- the command
@@ -313,7 +442,11 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
             data = read_export(spec, exports)
             where = "exports" if data is not None else "none"
         frames[spec] = (data, where)
-    out = [evaluate_row(r, *frames[r.spec], levels=levels) for r in rows]
+    levels = levels or Levels()
+    measured = [measure(r, data, levels) if data is not None and data.runs.height else None
+                for r in rows for data in (frames[r.spec][0],)]
+    out = [record(r, got, frames[r.spec][1], levels, family, why_not=f"no finished runs of {r.spec}")
+           for r, got, family in zip(rows, measured, families(rows, measured), strict=True)]
     return Findings(out, {spec: where for spec, (_, where) in frames.items()})
 
 

@@ -121,6 +121,11 @@ class FindingRow(BaseModel):
     """The dose at which the mechanism is absent (the control's)."""
     superseded_by: str = ""
     """The rows of a later design that replace this one (the row stays, with its numbers)."""
+    campaign: str = ""
+    """The family of rows whose p-values are Holm-adjusted together (one campaign's credit and serving
+    rows; checks are never in a family); default: the row's spec."""
+    reruns: str = ""
+    """The row whose runs this one shares or repeats (``2c100``): it is not independent evidence."""
 
     @model_validator(mode="after")
     def _statistic_needs(self) -> Self:
@@ -135,6 +140,11 @@ class FindingRow(BaseModel):
     def arms(self) -> dict[str, dict[str, tuple[str, ...]]]:
         """Arm name -> {setting: allowed values}."""
         return {arm: getattr(self, arm) for arm in ARMS}
+
+    @property
+    def family(self) -> str:
+        """The Holm family: ``campaign``, else the spec."""
+        return self.campaign or self.spec
 
     @property
     def sign(self) -> float | None:

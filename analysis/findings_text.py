@@ -26,13 +26,13 @@ def _num(x: float | None, fmt: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def diff_text(r: dict[str, Any], prefix: str = "", full: bool = False) -> str:
+def diff_text(r: dict[str, Any], prefix: str = "", full: bool = False, sigma: bool = True) -> str:
     """``-0.15 ± 0.24 (-0.6σ)``, with the seeds and the SE's source when ``full``."""
     d = r.get(f"{prefix}difference")
     if d is None:
         return "n/a"
-    sigma = r[f"{prefix}sigma"]
-    text = f"{d:+.2f} ± {r[f'{prefix}se']:.2f}" + (f" ({sigma:+.1f}σ)" if sigma is not None else "")
+    s = r[f"{prefix}sigma"]
+    text = f"{d:+.2f} ± {r[f'{prefix}se']:.2f}" + (f" ({s:+.1f}σ)" if s is not None and sigma else "")
     if full:
         text += f"; n={r[f'{prefix}seeds']}, {SE_FROM.get(r[f'{prefix}se_from'], r[f'{prefix}se_from'])}"
     return text
@@ -43,16 +43,29 @@ def short_verdict(r: dict[str, Any]) -> str:
     v = str(r["verdict"])
     if v == "tie" and r["tost_p"] is not None:
         return f"tie (TOST p {r['tost_p']:.3f})"
+    if v == "sign only" and r["margin"] is not None:
+        return f"sign only (inside ±{r['margin']:g})"
     if v != "undecided":
         return v
-    if "control is vacuous" in r["reason"]:
+    by = r["undecided_by"]
+    if by == "vacuous":
         return "undecided (vacuous control)"
+    if by == "adjustment":
+        return f"undecided (Holm p {r['p_holm']:.3f})"
+    if by == "size":
+        return f"undecided (size: {r['seeds_to_decide']} seeds)" if r["seeds_to_decide"] else "undecided (size)"
     if r["margin"] is None:
         return "undecided (no published delta)"
-    main = r["sigma"] is None or abs(r["sigma"]) < 2
-    need = r["seeds_to_decide"] if main else r["control_seeds_to_decide"]
+    need = r["control_seeds_to_decide"] if by == "control" else r["seeds_to_decide"]
     count = f"{need} seeds" if need else "shared held-out set"
-    return f"undecided ({'' if main else 'control: '}{count})"
+    return f"undecided ({'control: ' if by == 'control' else ''}{count})"
+
+
+def _p_text(r: dict[str, Any]) -> str:
+    """``0.009 (0.120)``: the difference's p, and its Holm-adjusted p where its family has other rows."""
+    if r["p"] is None:
+        return "n/a"
+    return f"{r['p']:.3f}" + (f" ({r['p_holm']:.3f})" if r["family_size"] > 1 else "")
 
 
 def _mech(r: dict[str, Any]) -> str:
@@ -62,29 +75,39 @@ def _mech(r: dict[str, Any]) -> str:
 
 def to_compact(found: Findings) -> str:
     """A table of at most :data:`WIDTH` columns, then one wrapped line per row saying what it is."""
-    headers = ["#", "Kind", "Pub.", "Treatment - baseline", "Control", "Verdict"]
+    headers = ["#", "Kind", "Pub.", "Difference", "p (Holm)", "Control", "Verdict"]
     rows = [[r["id"] + (SUPERSEDED if r["superseded_by"] else ""), KIND.get(r["kind"], r["kind"]),
-             _num(r["published"], "+.1f"), diff_text(r), diff_text(r, "control_"), short_verdict(r)]
+             _num(r["published"], "+.1f"), diff_text(r, sigma=False), _p_text(r), diff_text(r, "control_", sigma=False),
+             short_verdict(r)]
             for r in found.rows]
     lines = [markdown_table(headers, rows)]
     for r in found.rows:
         cond = f" [{r['conditional']}]" if r["conditional"] else ""
-        later = f" (superseded by {r['superseded_by']})" if r["superseded_by"] else ""
-        lines.append(textwrap.fill(f"{r['id']}: {r['finding']}; {r['verdict']}: {r['reason']}{cond}{later}", WIDTH,
-                                   subsequent_indent="    "))
+        lines.append(textwrap.fill(f"{r['id']}: {r['finding']}; {r['verdict']}: {r['reason']}{cond}{_links(r)}",
+                                   WIDTH, subsequent_indent="    ",
+                                   break_on_hyphens=False))
     r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
-    lines.append(textwrap.fill(_legend(r0, found), WIDTH))
+    lines.append(textwrap.fill(_legend(r0, found), WIDTH, break_on_hyphens=False))
     return "\n".join(lines)
+
+
+def _links(r: dict[str, Any]) -> str:
+    """`` (superseded by 3c2) (re-runs 2c100's runs)``: the rows this one defers to."""
+    later = f" (superseded by {r['superseded_by']})" if r["superseded_by"] else ""
+    return later + (f" (re-runs {r['reruns']}: not independent evidence)" if r["reruns"] else "")
 
 
 def _legend(r0: dict[str, Any], found: Findings) -> str:
     where = ", ".join(f"{spec}: {src}" for spec, src in found.sources.items())
     return (f"Differences in points (rates), steps (steps_to) or the metric's unit (slopes), ± their SE over "
-            f"seeds and held-out instances; σ = difference / SE. Verdicts at α = {r0['alpha']:g}, power "
-            f"{r0['power']:.0%}: reproduced needs 2σ in the published direction and the control a tie decided by "
-            f"a 90% TOST within half the published delta; a tie is decided only by that TOST. Kind: credit "
-            f"finding, serving finding, or check (holds by how the task is built). {SUPERSEDED}: superseded by a "
-            f"later design (the row stays, with its numbers). Full table: "
+            f"seeds and held-out instances; p two-sided, t at the design's degrees of freedom (in brackets, "
+            f"Holm-adjusted over the credit and serving rows of one campaign); σ = difference / SE. "
+            f"Verdicts at α = {r0['alpha']:g}, power {r0['power']:.0%}: reproduced needs the published direction "
+            f"at Holm p < α, the 90% interval wholly beyond the margin (half the published delta), and the "
+            f"control a tie decided by a 90% TOST within that margin; sign only: p < α in the published "
+            f"direction but the 90% interval inside the margin (practically 0 at the published scale); a tie is "
+            f"decided only by the TOST. Kind: credit finding, serving finding, or check (holds by how the task is "
+            f"built). {SUPERSEDED}: superseded by a later design (the row stays, with its numbers). Full table: "
             f"`simlab findings --markdown`. Runs from: {where}.")
 
 
@@ -95,8 +118,7 @@ def to_markdown(found: Findings) -> str:
     rows = [[r["id"], r["kind"], r["finding"], _num(r["published"], "+.1f"), diff_text(r, full=True),
              diff_text(r, "control_", full=True), _mech(r),
              r["seeds_vary"] + (f" ({r['conditional']})" if r["conditional"] else ""),
-             f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "")
-             + (f"; superseded by {r['superseded_by']}" if r["superseded_by"] else "")]
+             f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "") + _links(r)]
             for r in found.rows]
     r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
     return _legend(r0, found) + "\n\n" + markdown_table(headers, rows)

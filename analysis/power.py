@@ -6,6 +6,11 @@ alpha and power from here, and prints them.
 
     t quantile         t(q; df)  = scipy.stats.t.ppf(q, df)            (df = inf: the normal quantile)
     detectable effect  MDE       = (t(1 - a/2; df) + t(power; df)) se    two-sided test at a, that power
+    significance       p = 2 P(T_df > |d| / se); significant when p < a (not a flat 2 SE: at df = 7 the cut
+                                   is 2.36 SE, and 2 SE is p = 0.086)
+    Holm (1979)        over a family of m p-values sorted p_(1) <= ... <= p_(m):
+                       p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)); rejecting p~ < a keeps the
+                       family-wise error at a
     equivalence        TOST at a: both one-sided tests reject, i.e. the 1 - 2a interval
                                    d +- t(1 - a; df) se  lies inside  (-delta, +delta)
                        p_TOST    = max(P(T > (d + delta) / se), P(T < (d - delta) / se))
@@ -57,6 +62,29 @@ def mde_factor(df: float, *, alpha: float = ALPHA, power: float = POWER) -> floa
 def min_detectable_effect(se: float, df: float, *, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest true difference a two-sided test at ``alpha`` detects with probability ``power``."""
     return mde_factor(df, alpha=alpha, power=power) * se if se >= 0 else math.nan
+
+
+def two_sided_p(difference: float, se: float, df: float) -> float:
+    """p of ``difference`` against 0 with ``se`` on ``df`` degrees of freedom (the normal for df = inf);
+    with SE 0 a non-zero difference has p = 0 and a zero one p = 1; NaN when the SE or df is unknown."""
+    if se == 0:
+        return 0.0 if difference != 0 else 1.0
+    if not (se > 0 and df > 0):
+        return math.nan
+    dist = sps.norm if math.isinf(df) else sps.t(df)
+    return float(2 * dist.sf(abs(difference) / se))
+
+
+def holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given; a NaN p stays NaN and is left out of the
+    family's size m."""
+    known = sorted((p, i) for i, p in enumerate(ps) if not math.isnan(p))
+    out = [math.nan] * len(ps)
+    running = 0.0
+    for rank, (p, i) in enumerate(known):
+        running = max(running, min(1.0, (len(known) - rank) * p))
+        out[i] = running
+    return out
 
 
 @dataclass(frozen=True)

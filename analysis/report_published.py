@@ -13,8 +13,9 @@ from typing import Any
 
 import polars as pl
 
-from simlab.analysis import stats
+from simlab.analysis import compare, power, stats
 from simlab.analysis.audit import ablation_table
+from simlab.analysis.levels import Estimate
 
 
 def _settings(variant: str) -> dict[str, str]:
@@ -30,8 +31,8 @@ PUBLISHED_SCHEMA = {
     "ablation": pl.String, "claim": pl.String, "axis": pl.String, "full_setting": pl.String,
     "ablated_setting": pl.String, "published_difference": pl.Float64, "published_sigma": pl.Float64,
     "full_variant": pl.String, "ablated_variant": pl.String, "difference": pl.Float64, "se": pl.Float64,
-    "sigma": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean, "same_direction": pl.Boolean,
-    "reproduces_direction": pl.Boolean, "verdict": pl.String,
+    "sigma": pl.Float64, "df": pl.Float64, "p": pl.Float64, "horizon_ratio": pl.Float64, "like_for_like": pl.Boolean,
+    "same_direction": pl.Boolean, "reproduces_direction": pl.Boolean, "verdict": pl.String,
 }
 """The columns of :func:`against_published`."""
 
@@ -77,29 +78,46 @@ def _ablation_pairs(settings: dict[str, dict[str, str]], axis: str, full: str, a
     ]
 
 
+def _estimate(row: dict[str, Any]) -> Estimate:
+    return Estimate(row["mean"], row["se"], row["df"] if row.get("df") is not None else math.nan,
+                    row.get("seeds") or 0, row.get("instances") or 0, "seeds")
+
+
 def _pair_difference(full: dict[str, Any], ablated: dict[str, Any], published: float) -> dict[str, Any]:
-    """ablated - full (two independent means), the horizon ratio, and the verdict against ``published``."""
+    """ablated - full (two independent means, Welch's df), the horizon ratio, and the verdict against
+    ``published``."""
+    d = compare.independent(_estimate(ablated), _estimate(full))
     diff = ablated["mean"] - full["mean"]
     se = math.hypot(ablated["se"], full["se"])
+    df = math.nan if d is None else d.df
+    p = power.two_sided_p(diff, se, df)
     sigma = stats.significance(diff, se)
-    return {"difference": diff, "se": se, "sigma": sigma, **stats.horizon_match(ablated["horizon"], full["horizon"]),
-            **_direction(diff, sigma, published)}
+    return {"difference": diff, "se": se, "sigma": sigma, "df": df, "p": p,
+            **stats.horizon_match(ablated["horizon"], full["horizon"]), **_direction(diff, sigma, p, published)}
 
 
-def _direction(diff: float, sigma: float, published: float) -> dict[str, Any]:
-    """Same sign as the published delta, and reproduced only when also significant (>= 2 sigma)."""
+def _direction(diff: float, sigma: float, p: float, published: float) -> dict[str, Any]:
+    """Same sign as the published delta, and reproduced only when also significant (two-sided t test,
+    p < :data:`power.ALPHA`)."""
     size = "n/a" if math.isnan(sigma) else f"{abs(sigma):.2f} sigma"
+    if not math.isnan(p):
+        size += f", p {p:.2g}"
     if diff == 0:  # no sign to compare: neither reproduces nor contradicts the published direction
         return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
     same = math.copysign(1.0, diff) == math.copysign(1.0, published)
-    significant = not math.isnan(sigma) and abs(sigma) >= stats.TIE_SIGMA
-    reading = stats.describe_sigma(sigma).split(" (")[0]
+    significant = p < power.ALPHA
     if same and significant:
         verdict = f"reproduces the direction at {size}"
     elif same:
-        verdict = f"same direction, {reading} ({size})"
+        verdict = f"same direction, {_reading(sigma, p)} ({size})"
     elif significant:
         verdict = f"opposite direction at {size}"
     else:
-        verdict = f"opposite direction, {reading} ({size})"
+        verdict = f"opposite direction, {_reading(sigma, p)} ({size})"
     return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
+
+
+def _reading(sigma: float, p: float) -> str:
+    if math.isnan(p):
+        return "no SE"
+    return "within noise" if abs(sigma) < stats.NOISE_SIGMA else "not significant"

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from scipy import stats as sps
 
+from simlab.analysis import compare, findings_text, power
 from simlab.analysis import findings as fd
 from simlab.analysis import findings_data as fdd
 from simlab.analysis import findings_spec as fs
-from simlab.analysis import findings_text
+from simlab.analysis.compare import Judgement
 from simlab.analysis.findings_data import SpecData
+from simlab.analysis.levels import Estimate
 from tests.stores import run_cli
 
 METRIC = "eval/compacted/success"
@@ -65,7 +68,9 @@ def test_reproduced_when_the_sign_matches_at_two_sigma_and_the_control_is_a_deci
     assert got["se_from"] == "seeds" and got["seeds"] == 4 and got["df"] == 3
     # control: 0, +0.5, -0.5, 0 -> mean 0, se 0.204; the 90% interval +-2.35 x 0.204 lies inside +-2 (half of 4)
     assert got["control_decided"] and got["control_tost_p"] < 0.05
-    assert got["verdict"] == "reproduced" and got["reason"] == "14.7 sigma"
+    # t = 14.7 at df 3: p = 2 P(T_3 > 14.7) = 0.0007, printed to one figure
+    assert got["verdict"] == "reproduced" and got["reason"] == "14.7 sigma, p 0.001"
+    assert got["p"] == pytest.approx(2 * sps.t.sf(6 / (math.sqrt(2 / 3) / 2), 3))
     # the mechanism: mean over steps per run (0.1, 0.3 -> 0.2), then over seeds
     assert got["mechanism"][0]["treatment"] == pytest.approx(0.2)
 
@@ -125,12 +130,12 @@ def test_slope_statistic(tmp_path):
     text = text.replace("published = -4.0", "direction = 1.0")
     r = row(tmp_path, text)
     runs, hist = [], {}
-    for arm, power in ((TG, 2.0), (RG, 1.0), (CTG, 1.0), (CRG, 1.0)):
+    for arm, exponent in ((TG, 2.0), (RG, 1.0), (CTG, 1.0), (CRG, 1.0)):
         for h in (8, 16, 32):
             for seed in range(3):
                 run_id = f"{arm},h={h}/{seed}"
                 runs.append({"run_id": run_id, "status": "FINISHED", "variant": f"{arm},horizon={h}", "seed": seed})
-                hist[run_id] = {"steps": [float(h)], "cost": [(1 + 0.01 * seed) * h**power]}
+                hist[run_id] = {"steps": [float(h)], "cost": [(1 + 0.01 * seed) * h**exponent]}
     f = SpecData(fdd.runs_from_histories(runs, hist, {"cost", "steps"}))
     got = fd.evaluate_row(r, f, "store")
     assert got["difference"] == pytest.approx(1.0)  # quadratic minus linear
@@ -248,7 +253,8 @@ def test_a_shared_held_out_set_bounds_the_instance_term(tmp_path):
     # the trained arm fails every episode: the bound on the instance term is exact, the baseline's binomial SE
     assert got["se_from"] == "rates-bound" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
     assert got["conditional"] == "conditional on one base model and one held-out set"
-    assert "conditional on one base model and one held-out set" in findings_text.to_compact(fd.Findings([got], {}))
+    compact = " ".join(findings_text.to_compact(fd.Findings([got], {})).split())  # the row's line wraps
+    assert "[conditional on one base model and one held-out set]" in compact
     own = fs.design(row(tmp_path, HELD_OUT))  # sweeps vary both by default
     assert (own.base_fixed, own.eval_fixed, own.seeds_vary) == (False, False, "base model, held-out set, RL sampling")
     toy = row(tmp_path)  # presets that do not resolve: read conservatively, as holding both fixed
@@ -308,3 +314,60 @@ def test_a_superseded_row_stays_marked_and_names_its_successors(tmp_path):
     assert "superseded by 9c-1" in findings_text.to_markdown(fd.Findings([got], {}))
     assert [x.id for x in sorted([r.model_copy(update={"id": i}) for i in ("2a", "1d-32", "1d-4-final", "1d-4", "1a")],
                                  key=lambda x: fd._natural(x.id))] == ["1a", "1d-4", "1d-4-final", "1d-32", "2a"]
+
+
+def _judged(mean: float, se: float, df: float = 7, margin: float | None = 2.0) -> Judgement:
+    return compare.judge(Estimate(mean, se, df, int(df) + 1, 0, "seeds"), margin=margin)
+
+
+TIED_CONTROL = _judged(0.0, 0.2)  # its 90% interval +-0.38 lies inside +-2: a decided tie
+
+
+@pytest.mark.parametrize(
+    ("mean", "se", "family_p", "verdict", "by"),
+    [
+        # -6 +- 0.8 at df 7: p 0.0001, 90% interval [-7.5, -4.5] wholly beyond -2
+        (-6.0, 0.8, None, "reproduced", ""),
+        # the 4c30 shape: -0.54 +- 0.15, p 0.009, but [-0.82, -0.26] lies inside +-2
+        (-0.54, 0.15, None, "sign only", ""),
+        # the other sign inside the margin is a tie at the published scale
+        (0.54, 0.15, None, "tie", ""),
+        # -3 +- 0.8: p 0.007, but [-4.5, -1.5] reaches inside -2: its size is not told
+        (-3.0, 0.8, None, "undecided", "size"),
+        # reproduced on its own, not after its family's Holm adjustment
+        (-6.0, 0.8, 0.08, "undecided", "adjustment"),
+        (6.0, 0.8, None, "opposite", ""),
+        (6.0, 0.8, 0.2, "undecided", "adjustment"),
+        # 2.2 SE at df 7 is p 0.064: neither significant nor a tie
+        (-2.2, 1.0, None, "undecided", "main"),
+    ],
+)
+def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | None, verdict: str, by: str) -> None:
+    family = None if family_p is None else fd.Family(family_p, 15, "credit-dose")
+    got = fd.verdict(row(tmp_path), _judged(mean, se), TIED_CONTROL, family)
+    assert (got.verdict, got.by) == (verdict, by)
+    if by == "size":
+        # the seeds that bring the 90% interval beyond the margin, from the per-seed SD 0.8 sqrt(8)
+        assert got.seeds == power.seeds_for_effect(0.8 * math.sqrt(8), 1.0)
+    if family is not None:
+        assert "Holm p 0.080 over 15 rows of credit-dose" in got.reason or "Holm p 0.200" in got.reason
+
+
+def test_a_harness_check_holds_and_never_reads_reproduced(tmp_path) -> None:
+    check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
+    assert fd.verdict(check, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "holds"
+    assert fd.verdict(check, _judged(6.0, 0.8), TIED_CONTROL).verdict == "fails"
+
+
+def test_holm_families_are_one_campaign_and_leave_checks_out(tmp_path) -> None:
+    one = row(tmp_path)
+    other = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\ncampaign = "other"'))
+    check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
+    got = [fd.Measured(_judged(m, se), TIED_CONTROL, []) for m, se in ((-6.0, 0.8), (-2.9, 1.0), (-5.0, 1.0))]
+    fams = fd.families([one, one, check], got)
+    p0, p1 = got[0].main.p, got[1].main.p  # type: ignore[union-attr]
+    assert fams[2] is None  # a check is no test of a published claim
+    assert (fams[0].size, fams[0].name) == (2, "toy-finding")  # type: ignore[union-attr]
+    assert fams[0].p == pytest.approx(2 * p0) and fams[1].p == pytest.approx(max(2 * p0, p1))  # type: ignore[union-attr]
+    split = fd.families([one, other], got[:2])
+    assert [f.size for f in split] == [1, 1]  # type: ignore[union-attr]

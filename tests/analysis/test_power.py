@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from simlab.analysis import power
@@ -73,3 +76,48 @@ def test_seed_counts_by_hand() -> None:
 def test_levels_are_checked(alpha: float, pw: float, key: str) -> None:
     with pytest.raises(ConfigError, match=f"`{key}="):
         power.check_levels(alpha, pw)
+
+
+def test_two_sided_p_by_hand() -> None:
+    # 2 SE at df 7 is p 0.086, not 0.05: the t(7) cut is 2.36 SE
+    assert power.two_sided_p(2.0, 1.0, 7) == pytest.approx(0.0856, abs=1e-4)
+    assert power.two_sided_p(-2.365, 1.0, 7) == pytest.approx(0.05, abs=1e-3)
+    assert power.two_sided_p(1.96, 1.0, math.inf) == pytest.approx(0.05, abs=1e-4)
+    assert (power.two_sided_p(0.3, 0.0, 7), power.two_sided_p(0.0, 0.0, 7)) == (0.0, 1.0)
+    assert math.isnan(power.two_sided_p(1.0, math.nan, 7)) and math.isnan(power.two_sided_p(1.0, 1.0, math.nan))
+
+
+def test_two_sided_p_matches_scipy_ttest() -> None:
+    d = np.array([-5.0, -7.0, -6.0, -4.0, -8.5])
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    assert power.two_sided_p(float(d.mean()), se, d.size - 1) == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue)
+
+
+def test_holm_by_hand() -> None:
+    # sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03, 2 x 0.03 = 0.06, max(0.06, 1 x 0.04) = 0.06
+    assert power.holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    # a NaN is left out of the family: m = 2
+    got = power.holm([0.02, math.nan, 0.04])
+    assert got[0] == pytest.approx(0.04) and math.isnan(got[1]) and got[2] == pytest.approx(0.04)
+    assert power.holm([0.6, 0.9]) == [1.0, 1.0] and power.holm([]) == []
+
+
+def test_holm_matches_the_step_down_procedure() -> None:
+    # the published step-down: reject in order while p_(i) < a / (m - i + 1); adjusted p < a iff rejected
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ps = list(rng.uniform(0, 0.2, size=rng.integers(1, 12)))
+        m, rejected = len(ps), set()
+        for rank, i in enumerate(sorted(range(m), key=ps.__getitem__)):
+            if ps[i] >= 0.05 / (m - rank):
+                break
+            rejected.add(i)
+        assert {i for i, p in enumerate(power.holm(ps)) if p < 0.05} == rejected
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=20))
+def test_holm_properties(ps: list[float]) -> None:
+    adjusted = power.holm(ps)
+    assert all(p <= a <= 1.0 for p, a in zip(ps, adjusted, strict=True))
+    order = sorted(range(len(ps)), key=ps.__getitem__)
+    assert all(adjusted[i] <= adjusted[j] for i, j in itertools.pairwise(order))  # monotone in the raw p

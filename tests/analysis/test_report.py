@@ -149,10 +149,13 @@ def test_means_ses_and_differences_match_hand_computation(made: rp.Report) -> No
     assert b["difference"] == pytest.approx(22.0)
     assert b["se_difference"] == pytest.approx(math.sqrt(100 / 3 + 14.72))
     assert b["sigma"] == pytest.approx(22.0 / math.sqrt(100 / 3 + 14.72))  # 3.17
-    assert b["verdict"] == "differs"
     # B and D share only two seeds with A, too few to pair: two independent means, Welch's df
     welch = (100 / 3 + 14.72) ** 2 / ((100 / 3) ** 2 / 2 + 14.72**2 / 1)
     assert (b["diff_design"], b["diff_df"]) == ("seeds", pytest.approx(welch))
+    # 3.17 SE at df 2.99 is p = 0.051: not significant at 0.05 (a flat 2 SE would have called it "differs"),
+    # and its interval is far wider than the tie margin
+    assert 2 * sps.t.sf(22.0 / math.sqrt(100 / 3 + 14.72), welch) == pytest.approx(0.0507, abs=1e-3)
+    assert b["verdict"] == "undecided"
     # C: 40, 44, 48 -> mean 44; V_bin = (48 + 49.28 + 49.92) / 9 = 16.36 > V_seed = 16 / 3
     assert c["se"] == pytest.approx(math.sqrt(147.2 / 9))
     # C shares all three seeds with A: paired differences -10, -16, -22 -> mean -16, s_d = 6, se = 6 / sqrt(3)
@@ -252,10 +255,16 @@ def test_against_published(made: rp.Report) -> None:
     assert (traj["full_variant"], traj["ablated_variant"]) == (A, B)
     assert traj["published_difference"] == pytest.approx(-4.0)
     assert traj["difference"] == pytest.approx(22.0) and traj["same_direction"] is False
-    assert traj["verdict"].startswith("opposite direction at 3.17 sigma")
+    # two independent means, t at Welch's df 2.99: p 0.051, so not significant (a flat 2 SE said it was)
+    assert traj["df"] == pytest.approx((100 / 3 + 14.72) ** 2 / ((100 / 3) ** 2 / 2 + 14.72**2 / 1))
+    assert traj["verdict"] == "opposite direction, not significant (3.17 sigma, p 0.051)"
     token = rows["compactionrl.ablation.token_level_loss"]  # token -> segment: A -> C
     assert token["published_difference"] == pytest.approx(-6.8)
-    assert token["reproduces_direction"] is True and token["verdict"] == "reproduces the direction at 2.27 sigma"
+    # independent means (the pairing of C with A is not used here): Welch df (33.3 + 16.4)^2 /
+    # (33.3^2 / 2 + 16.4^2 / 2) = 3.58, and 2.27 SE there is p 0.094: the direction, not yet significant
+    assert token["df"] == pytest.approx(3.582, abs=1e-3)
+    assert token["reproduces_direction"] is False
+    assert token["verdict"] == "same direction, not significant (2.27 sigma, p 0.094)"
     for rid in (
         "supo.ablation.overlong_mask.bcp",
         "compactionrl.ablation.gae_correction",
@@ -328,19 +337,21 @@ def test_experiment_by_id(built: Built) -> None:
 
 
 @pytest.mark.parametrize(
-    ("diff", "sigma", "verdict", "reproduces"),
+    ("diff", "sigma", "p", "verdict", "reproduces"),
     [
-        (-5.0, -2.5, "reproduces the direction at 2.50 sigma", True),
-        (-1.0, -0.4, "same direction, within noise (0.40 sigma)", False),
-        (-3.0, -1.5, "same direction, not significant (1.50 sigma)", False),
-        (4.0, 2.0, "opposite direction at 2.00 sigma", False),
-        (0.0, 0.0, "no difference (0.00 sigma)", False),
+        (-5.0, -2.5, 0.03, "reproduces the direction at 2.50 sigma, p 0.03", True),
+        (-5.0, -2.5, 0.07, "same direction, not significant (2.50 sigma, p 0.07)", False),
+        (-1.0, -0.4, 0.7, "same direction, within noise (0.40 sigma, p 0.7)", False),
+        (-3.0, -1.5, 0.2, "same direction, not significant (1.50 sigma, p 0.2)", False),
+        (4.0, 2.0, 0.049, "opposite direction at 2.00 sigma, p 0.049", False),
+        (-3.0, -1.5, math.nan, "same direction, no SE (1.50 sigma)", False),
+        (0.0, 0.0, 1.0, "no difference (0.00 sigma, p 1)", False),
     ],
 )
 def test_direction_against_a_negative_published_delta(
-    diff: float, sigma: float, verdict: str, reproduces: bool
+    diff: float, sigma: float, p: float, verdict: str, reproduces: bool
 ) -> None:
-    got = rpub._direction(diff, sigma, -4.0)
+    got = rpub._direction(diff, sigma, p, -4.0)
     assert (got["verdict"], got["reproduces_direction"]) == (verdict, reproduces)
 
 
