@@ -1,5 +1,6 @@
 """The update step's losses: PPO/GRPO clipped policy loss, critic loss, and their diagnostics; the
-importance ratios (``RATIOS``) and the learning-rate schedules (``SCHEDULES``) they are taken with.
+importance ratios (``RATIOS``), the learning-rate schedules (``SCHEDULES``) and the optimisers
+(``OPTIMISERS``) they are taken with.
 
 Every loss here is a weighted sum, ``(w * per_token_loss).sum()``, where ``w`` comes from a credit-layer
 normaliser (:func:`simlab.loss_weights`): reduction is decided there, never here. Tensors are
@@ -10,7 +11,7 @@ masked tokens, and a row's tokens with weight > 0 are the ones its sequence-leve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -66,6 +67,23 @@ def linear_lr(p: float) -> float:
 def cosine_lr(p: float) -> float:
     """f(p) = (1 + cos(pi * min(p, 1))) / 2: cosine decay to 0 (Loshchilov and Hutter 2017, eq. 5, no restart)."""
     return 0.5 * (1.0 + math.cos(math.pi * min(p, 1.0)))
+
+
+Optimiser = Callable[[Iterable[Tensor], float], torch.optim.Optimizer]
+"""(parameters, learning rate) -> the optimiser of the policy or the critic (``train.optimizer``)."""
+OPTIMISERS: Registry[Optimiser] = Registry("optimizer")
+
+
+@OPTIMISERS.register("adam")
+def adam(params: Iterable[Tensor], lr: float) -> torch.optim.Optimizer:
+    """Adam (torch's defaults): every recipe's optimiser; its step barely depends on the gradient's scale."""
+    return torch.optim.Adam(params, lr=lr)
+
+
+@OPTIMISERS.register("sgd")
+def sgd(params: Iterable[Tensor], lr: float) -> torch.optim.Optimizer:
+    """Plain SGD, no momentum: a step of lr x the gradient, so a rescaled gradient is a rescaled step."""
+    return torch.optim.SGD(params, lr=lr)
 
 
 def lr_factor(schedule: str, used: float, planned: float) -> float:

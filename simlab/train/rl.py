@@ -44,7 +44,7 @@ from simlab.train.tokens import (
     score_in,
     to_token_grid,
 )
-from simlab.update import clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
+from simlab.update import OPTIMISERS, clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
 
 
 @dataclass
@@ -82,14 +82,14 @@ class Trainer:
         self.policy = policy
         self.device = policy.device
         t = cfg.train
-        self.opt = torch.optim.Adam(policy.parameters(), lr=t.lr)
+        self.opt = OPTIMISERS.get(t.optimizer)(policy.parameters(), t.lr)
         self.schedule_used = 0.0
         """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.critic: Policy | None = None
         self.critic_opt: torch.optim.Optimizer | None = None
         if t.critic == "separate":
             self.critic = critic_from(policy)  # CompactionRL: critic initialised from the policy checkpoint
-            self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=t.lr * t.critic_lr_scale)
+            self.critic_opt = OPTIMISERS.get(t.optimizer)(self.critic.parameters(), t.lr * t.critic_lr_scale)
         elif t.critic == "head":
             self.critic = policy
         # rollouts sample from a stream of their own, so that how the update cuts its mini-batches

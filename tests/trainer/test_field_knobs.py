@@ -133,3 +133,15 @@ def test_knobs_that_do_not_go_together(tmp_path: Path, settings: list[str], mess
     args = [a for s in settings for a in ("--set", s)]
     _fails_cleanly(run("train", *args, "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s")), message)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_optimizer_is_the_policys_and_the_critics():
+    tr = trainer(optimizer="sgd", estimator="gae_compaction", critic="separate")
+    assert isinstance(tr.opt, torch.optim.SGD) and isinstance(tr.critic_opt, torch.optim.SGD)
+    assert isinstance(trainer().opt, torch.optim.Adam)
+
+
+def test_a_misspelt_optimizer_is_refused_before_the_store(tmp_path: Path) -> None:
+    out = run("train", "--set", "train.optimizer=adamw", "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
+    _fails_cleanly(out, "`train.optimizer='adamw'` is invalid; choose one of 'adam', 'sgd'")
+    assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simlab.errors import ConfigError
-from simlab.update import RATIOS, SCHEDULES, clipped_policy_loss, lr_factor
+from simlab.update import OPTIMISERS, RATIOS, SCHEDULES, clipped_policy_loss, lr_factor
 
 F64 = torch.float64
 
@@ -147,3 +147,28 @@ def test_schedules_by_hand():
 def test_lr_factor_rejects(args, match):
     with pytest.raises(ConfigError, match=match):
         lr_factor(*args)
+
+
+def test_optimiser_contract():
+    # each optimiser takes (params, lr) and steps the parameters it was given
+    for name in OPTIMISERS.names():
+        p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+        opt = OPTIMISERS.get(name)([p], 0.1)
+        (p * torch.tensor([3.0, 0.5])).sum().backward()
+        opt.step()
+        assert not torch.equal(p.detach(), torch.tensor([1.0, -2.0])), name
+
+
+def test_sgd_steps_with_the_gradients_scale_and_adam_does_not():
+    # by hand: SGD moves by lr x g, so doubling g doubles the step; Adam's first step is lr x sign(g)
+    def first_step(name: str, scale: float) -> torch.Tensor:
+        p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+        opt = OPTIMISERS.get(name)([p], 0.1)
+        (p * scale * torch.tensor([3.0, 0.5])).sum().backward()
+        opt.step()
+        return p.detach() - torch.tensor([1.0, -2.0])
+
+    torch.testing.assert_close(first_step("sgd", 1.0), torch.tensor([-0.3, -0.05]))
+    torch.testing.assert_close(first_step("sgd", 2.0), torch.tensor([-0.6, -0.1]))
+    torch.testing.assert_close(first_step("adam", 1.0), first_step("adam", 2.0))
+    torch.testing.assert_close(first_step("adam", 1.0), torch.tensor([-0.1, -0.1]), atol=1e-6, rtol=0)
