@@ -42,6 +42,16 @@ def routes(c: float, burst_prob: float = 0.5, overlong: float = 0.0) -> RouteMod
     })
 
 
+def routes_win(k: int, c: float, burst_prob: float = 0.5) -> RouteModel:
+    """Winners compact more (issue 29's finding 1 design): a burst reader compacts into K segments and keeps
+    the fact; a read without a burst loses it with probability -c (c < 0), so K goes with success."""
+    burst = (3,) * (k - 1) + (6,)
+    return RouteModel({
+        "READ": (Kind(burst_prob, burst, READER), Kind(1 - burst_prob, PLAIN, READER * (1 + min(c, 0.0)))),
+        "PEEK": (Kind(1.0, PLAIN, PEEKER),),
+    })
+
+
 def long_k(k: int) -> RouteModel:
     """Every read bursts into K segments; a peek never shows the fact (chance 1/8)."""
     segments = (3,) * (k - 1) + (10,)
@@ -76,6 +86,7 @@ def table() -> pl.DataFrame:
            "baseline": Choice(estimator="gae_compaction", options={"lam": 0.95})}
     for k in (1, 2, 4, 8):
         rows += _rows("3 segment-local GAE vs corrected (K)", k, long_k(k), gae, group_size=1, prompts=256)
+    rows += _issue29()
     masks = {"treatment": Choice(overlong_mask=False), "baseline": Choice(overlong_mask=True)}
     for rate, p in ((0.0, 0.3), (0.1, 0.1), (0.3, 0.3)):
         rows += _rows("4 no overlong mask (overlong rate of readers)", rate, routes(-0.05, p, 1.0 if rate else 0.0),
@@ -96,6 +107,37 @@ def table() -> pl.DataFrame:
     return pl.DataFrame(rows).with_columns(
         (pl.col("treatment") / pl.col("baseline")).alias("ratio"),
         (pl.col("treatment").sign() != pl.col("baseline").sign()).alias("flip"))
+
+
+LAMBDAS = {"0.95": {"lam": 0.95}, "0.9": {"lam": 0.9}, "0.8": {"lam": 0.8},
+           "response_cap l=4": {"lam": "response_cap", "alpha": 1.5, "response_cap": 4}}
+"""Finding 3's lambda axis (issue 29): fixed lambdas and CompactionRL's length-adaptive reading with l the
+per-response cap, l = 4 tokens so that N_after / l is about the seed's (its first segment keeps 5%)."""
+
+
+def _gae(lam: dict[str, object]) -> dict[str, Choice]:
+    return {"treatment": Choice(estimator="gae_segment_local", options=dict(lam)),
+            "baseline": Choice(estimator="gae_compaction", options=dict(lam))}
+
+
+def _issue29() -> list[dict[str, object]]:
+    """Issue 29's designs, predicted before their runs: finding 3 along lambda on the long-K family and by
+    direction on the two-route family, and finding 1 where winners compact more."""
+    rows: list[dict[str, object]] = []
+    for label, lam in LAMBDAS.items():
+        for k in (1, 8):
+            rows += _rows(f"3 segment-local GAE vs corrected, K = {k}, lambda {label}", k, long_k(k), _gae(lam),
+                          group_size=1, prompts=256)
+    for lam in (0.95, 0.8):
+        for c in (-0.05, 0.5, 1.0):
+            rows += _rows(f"3 segment-local GAE vs corrected on two routes, lambda {lam} (coupling c)", c, routes(c),
+                          _gae({"lam": lam}), group_size=1, prompts=256)
+    groups = {"treatment": Choice(estimator="trajectory_group"), "baseline": Choice(estimator="rollout_group")}
+    for k, c in ((4, -1.0), (8, -1.0), (8, -0.05)):
+        for g in (4, 8):
+            rows += _rows(f"1 trajectory vs rollout group, winners compact (K = {k}, c = {c}) (G)", g,
+                          routes_win(k, c), groups, group_size=g, prompts=256 // g)
+    return rows
 
 
 def main() -> None:

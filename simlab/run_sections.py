@@ -115,9 +115,10 @@ class TrainConfig(Section):
     lr: Positive = 3e-4
     """Policy learning rate (of ``optimizer``)."""
     optimizer: Annotated[str, Names(lambda: _update().OPTIMISERS)] = "adam"
-    """The policy's and the critic's optimiser, a name in ``simlab.update.OPTIMISERS``: ``adam`` (every
-    recipe's) or ``sgd`` (plain, no momentum: its step follows the gradient's scale, where Adam's barely
-    does); ``lr`` must suit it (issue 29's calibration is in docs/findings.md)."""
+    """The policy's optimiser, a name in ``simlab.update.OPTIMISERS``: ``adam`` (every recipe's) or ``sgd``
+    (plain, no momentum: its step follows the gradient's scale, where Adam's barely does); ``lr`` must suit
+    it (issue 29's calibration is in docs/findings.md). A separate critic always uses Adam, at
+    ``lr x critic_lr_scale``: set the scale so that its lr stays an Adam one."""
     lr_schedule: Annotated[str, Names(lambda: _update().SCHEDULES)] = "constant"
     """Learning-rate schedule over the planned ``steps x prompts x group_size`` units: ``constant``,
     ``linear`` or ``cosine`` decay to 0 (policy and critic alike)."""

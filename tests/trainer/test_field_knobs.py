@@ -135,9 +135,10 @@ def test_knobs_that_do_not_go_together(tmp_path: Path, settings: list[str], mess
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_optimizer_is_the_policys_and_the_critics():
-    tr = trainer(optimizer="sgd", estimator="gae_compaction", critic="separate")
-    assert isinstance(tr.opt, torch.optim.SGD) and isinstance(tr.critic_opt, torch.optim.SGD)
+def test_the_optimizer_is_the_policys_and_the_critic_keeps_adam():
+    tr = trainer(optimizer="sgd", lr=0.3, critic_lr_scale=0.003, estimator="gae_compaction", critic="separate")
+    assert isinstance(tr.opt, torch.optim.SGD) and isinstance(tr.critic_opt, torch.optim.Adam)
+    assert tr.opt.param_groups[0]["lr"] == 0.3 and tr.critic_opt.param_groups[0]["lr"] == pytest.approx(9e-4)
     assert isinstance(trainer().opt, torch.optim.Adam)
 
 
