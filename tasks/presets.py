@@ -186,6 +186,17 @@ PRESETS: dict[str, Preset] = {
         _routes("peekread-routes-c100", "two routes, a burst read always loses the fact", coupling=1.0),
         _routes("peekread-routes-pos", "two routes, a short read loses the fact: bursts go with success",
                 coupling=-0.5),
+        # winners compact more (issue 29, finding 1 where the seed's example lives): a burst reader keeps the
+        # fact and compacts K - 1 times; a read without a burst loses it (c = -1) and a peek never shows it,
+        # so in a group the rollouts with K segments are the winners and a row-level baseline sits above the
+        # rollout-level one. With read_payoff 0.75 (peeks show the fact a quarter of the time) seed 91's
+        # K = 8 policy barely learnt (0.49 -> 0.50 in 20 steps; baseline shift 0.19 at step 0, corr(K, R)
+        # +0.52) and K = 4 gave a shift of 0.13; hence read_payoff 1 and K = 8 only
+        _routes("peekread-winners-k1", "winners family, the control: no bursts, every rollout one segment",
+                coupling=-1.0, burst_prob=0.0, burst_steps=7, max_compactions=8, horizon=(11, 11), read_payoff=1.0),
+        _routes("peekread-winners-k8", "winners family: a burst reader keeps the fact in K = 8 segments, a plain "
+                "read or a peek loses it", coupling=-1.0, burst_steps=7, max_compactions=8, horizon=(11, 11),
+                read_payoff=1.0),
         _long_k("peekread-long-k1", "long-K family, the control: no bursts, every rollout one segment", 2, 0.0),
         _long_k("peekread-long-k2", "long-K family: a reader compacts once (K = 2)", 1),
         _long_k("peekread-long-k4", "long-K family: a reader compacts three times (K = 4)", 3),
