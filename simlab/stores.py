@@ -14,6 +14,7 @@ anything. This module imports neither optuna nor mlflow, so a bad store fails wi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -113,15 +114,13 @@ class StudyStore:
 
 def study_store(storage: str | None, root: Path) -> StudyStore:
     """``--storage`` parsed and checked without touching the network (the default: the journal under root)."""
-    if not storage:
-        path = (root / STORE_DIR / JOURNAL_NAME).resolve()
-        check_file_target(path, "--storage", str(path), JOURNAL_NAME)
+    if not storage or scheme_of(storage) is None:
+        path = (Path(storage).expanduser() if storage else root / STORE_DIR / JOURNAL_NAME).resolve()
+        check_file_target(path, "--storage", storage or str(path), JOURNAL_NAME)
+        if path.is_file():
+            check_journal(path, storage or str(path))
         return StudyStore(str(path), "journal")
-    scheme = scheme_of(storage)
-    if scheme is None:
-        path = Path(storage).expanduser().resolve()
-        check_file_target(path, "--storage", storage, JOURNAL_NAME)
-        return StudyStore(str(path), "journal")
+    scheme = scheme_of(storage) or ""
     if scheme not in STUDY_SCHEMES:
         raise StoreError(
             f"`--storage={shown(storage)!r}` is invalid; {_scheme_hint(scheme)}{STUDY_ALLOWED}"
@@ -263,6 +262,33 @@ def file_lock(path: str | Path, suffix: str = ".simlab-lock") -> Iterator[None]:
 
     with FileLock(f"{path}{suffix}"):
         yield
+
+
+def check_journal(path: Path, value: str, option: str = "--storage") -> None:
+    """The existing file ``path`` is an Optuna journal: empty, or each complete line one JSON record
+    ``{"op_code": N, "worker_id": "...", ...}`` (``optuna.storages.journal.JournalFileBackend``: one
+    ``json.dumps`` per line, newline-terminated). An unterminated last line is another process's append in
+    flight, as Optuna's reader treats it. Read only: Optuna would append to any file it is given."""
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.endswith(b"\n"):
+                return
+            if not _journal_record(line):
+                raise StoreError(
+                    f"`{option}={value!r}` is invalid; {path} is not an Optuna journal (line {number} is not a "
+                    "journal record). Give the journal a sweep wrote, a path that does not exist yet, or a "
+                    f"database URL: {STUDY_ALLOWED}", key=option, value=value,
+                    allowed="give an Optuna journal or a new path",
+                )
+
+
+def _journal_record(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:  # not JSON, or not UTF-8
+        return False
+    op_code = record.get("op_code") if isinstance(record, dict) else None
+    return isinstance(op_code, int) and not isinstance(op_code, bool) and op_code >= 0 and "worker_id" in record
 
 
 def check_server(uri: str, option: str) -> None:

@@ -248,3 +248,41 @@ def test_a_new_or_empty_tracking_database_is_still_created(tmp_path: Path) -> No
     empty.touch()
     st.check_run_store(f"sqlite:///{empty}", tmp_path)
     assert not fresh.exists() and empty.read_bytes() == b""
+
+
+@pytest.mark.parametrize("command", ["sweep", "worker"])
+@pytest.mark.parametrize("text", ["notes about the sweep\nsecond line\n", '{"op_code": "x"}\n', "[1, 2]\n"],
+                         ids=["prose", "json without an op code", "json list"])
+def test_a_text_file_given_as_storage_is_refused_unchanged(
+    stores: Stores, tmp_path: Path, command: str, text: str
+) -> None:
+    """Issue 30: Optuna used to append a journal line to the user's file before failing."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text(text)
+    spec = write_spec(tmp_path, SPEC)
+    args = ["--storage", str(notes), "--tracking-uri", stores.tracking_uri]
+    result = run_cli([command, str(spec), "--trial", TOY, *args])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and f"`--storage='{notes}'` is invalid" in line, line
+    assert "is not an Optuna journal (line 1 is not a journal record)" in line and "postgresql://" in line, line
+    assert notes.read_text() == text and stores.written() == []
+
+
+def test_a_journal_optuna_wrote_is_accepted(tmp_path: Path) -> None:
+    """A real journal (a study, a finished trial) and one whose last append is still in flight pass."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from simlab import stores as st
+
+    journal = tmp_path / "journal.log"
+    study = optuna.create_study(storage=JournalStorage(JournalFileBackend(str(journal))), study_name="s")
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=1)
+    assert st.study_store(str(journal), tmp_path).kind == "journal"
+    with journal.open("ab") as f:
+        f.write(b'{"op_code": 4, "worker')  # another process mid-append
+    st.study_store(str(journal), tmp_path)
+    (tmp_path / "empty.log").touch()
+    st.study_store(str(tmp_path / "empty.log"), tmp_path)
