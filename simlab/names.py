@@ -255,6 +255,15 @@ _STEP_METRIC = re.compile(
 )
 
 
+RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER)
+"""A metric whose name ends so is a rate in [0, 1], reported in points (x 100) like the papers."""
+
+
+def is_rate(key: str) -> bool:
+    """Whether ``key`` is a rate (reported in points), by :data:`RATE_SUFFIXES`."""
+    return key.endswith(RATE_SUFFIXES)
+
+
 def declared(key: str) -> bool:
     """Whether ``key`` is a metric name defined here (a ``pretrain/`` or ``final/`` copy included)."""
     for prefix in (PRETRAIN, FINAL):
