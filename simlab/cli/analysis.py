@@ -215,7 +215,7 @@ def findings(
             raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
         check_levels(alpha, power)
         if figures is not None:
-            check_output_dir(figures)
+            check_output_dir(figures, "--figures")
         if source != "exports":
             from simlab import stores
 

@@ -407,3 +407,14 @@ def test_a_steps_to_threshold_no_rate_reaches_is_refused_as_report_threshold_is(
     row(tmp_path, text.replace("threshold = 200", "threshold = 100"))  # the bound itself is a level
     other = text.replace('metric = "eval/compacted/success"', 'metric = "eval/compacted/keys_per_episode"')
     assert row(tmp_path, other).threshold == 200  # not a rate: its own unit, no bound
+
+
+def test_figures_that_is_a_file_names_figures(tmp_path):
+    """Issue 30: the error used to name --out, an option findings does not have."""
+    target = tmp_path / "figure.png"
+    target.write_bytes(b"a user's file")
+    res = run_cli(["findings", "--source", "exports", "--figures", str(target)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and f"`--figures='{target}'` is invalid; choose an existing folder" in line, line
+    assert "--out" not in line and target.read_bytes() == b"a user's file"
