@@ -63,6 +63,12 @@ def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
     if not paths:
         raise FindingsError(f"no findings specs in {folder}")
     rows = [row for path in paths for row in parse_rows(path)]
+    first: dict[str, FindingRow] = {}
+    for row in rows:  # one pass: a dict, not a pairwise scan
+        if (seen := first.setdefault(row.id, row)) is not row:
+            taken = FindingsError.invalid("findings.id", row.id, f"it is already the id of a row in "
+                                          f"{seen.spec_path.name}; give each row its own id")
+            raise FindingsError(f"{row.spec_path.name}: {taken}")
     return sorted(rows, key=lambda r: _natural(r.id))
 
 
@@ -95,7 +101,7 @@ def arm_runs(frame: pl.DataFrame, selector: Mapping[str, tuple[str, ...]]) -> pl
 
 def scale(metric: str) -> float:
     """Rates are reported in points, like the papers; any other metric in its own unit."""
-    return stats.POINTS if metric.endswith(("success", "_rate", "holds_answer")) else 1.0
+    return stats.POINTS if names.is_rate(metric) else 1.0
 
 
 def evaluation_of(metric: str) -> str | None:

@@ -17,8 +17,10 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, model_validator
 
+from simlab import names
 from simlab.analysis import outcomes
 from simlab.analysis.findings_data import REDUCES
+from simlab.analysis.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
 from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
 
@@ -134,6 +136,9 @@ class FindingRow(BaseModel):
             raise refuse("a slope needs the metric it is taken against", suffix=".x", value=None)
         if self.statistic == "steps_to" and self.threshold is None:
             raise refuse("steps_to needs the level to reach, in points", suffix=".threshold", value=None)
+        if self.statistic == "steps_to" and self.threshold is not None and names.is_rate(self.metric) \
+                and not success_level_ok(self.threshold):
+            raise refuse(SUCCESS_LEVEL, suffix=".threshold", value=self.threshold)  # as report --threshold
         return self
 
     @property

@@ -47,6 +47,15 @@ def check_levels(alpha: float, power: float) -> None:
         raise ConfigError.invalid("--power", power, "choose a power in [0.5, 1), e.g. 0.8")
 
 
+SUCCESS_LEVEL = "choose a success level in [0, 100] points"
+"""What a threshold on a rate allows: ``simlab report --threshold`` and a findings row's ``steps_to``."""
+
+
+def success_level_ok(value: float) -> bool:
+    """Whether ``value`` is a level a rate can reach, in points (the one rule :data:`SUCCESS_LEVEL` says)."""
+    return isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 100
+
+
 def t_quantile(q: float, df: float) -> float:
     """The q quantile of Student's t with ``df`` degrees of freedom (the normal one for df = inf)."""
     if not df > 0:

@@ -34,13 +34,14 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
 
 
-def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
-    """The folder as a Path, or :class:`OutputDirError` if it is missing, not a folder, or read-only."""
+def check_output_dir(out_dir: str | os.PathLike[str], option: str = "--out") -> Path:
+    """The folder as a Path, or :class:`OutputDirError` naming ``option`` if it is missing, not a folder,
+    or read-only."""
     path = Path(out_dir)
     if not path.is_dir():
-        raise OutputDirError(f"`--out={str(out_dir)!r}` is invalid; choose an existing folder")
+        raise OutputDirError(f"`{option}={str(out_dir)!r}` is invalid; choose an existing folder")
     if not _writable(path):
-        raise OutputDirError(f"`--out={str(out_dir)!r}` is invalid; the folder is not writable")
+        raise OutputDirError(f"`{option}={str(out_dir)!r}` is invalid; the folder is not writable")
     return path
 
 

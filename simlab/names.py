@@ -245,13 +245,23 @@ what the seeds vary."""
 
 
 # ----------------------------------------------------------------------------------------- checking
-_STEP_METRIC = re.compile(
-    "^(?:"
-    + "|".join(re.escape(p) + "/(?:" + "|".join(map(re.escape, ROLLOUT + COST)) + ")" for p in ROLLOUT_PREFIXES)
-    + "|" + "|".join(map(re.escape, (*LOSS, *PERF, *ADV_ERRORS, BASE_LOSS)))
-    + "|" + re.escape(HEALTH) + "(?:" + "|".join(map(re.escape, HEALTH_KEYS)) + "|" + re.escape(SEG_COUNT) + r"\d+)"
-    + ")$"
+STEP_METRICS = (
+    *(metric(p, n) for p in ROLLOUT_PREFIXES for n in ROLLOUT + COST), *LOSS, *PERF, *ADV_ERRORS, BASE_LOSS,
+    *(health(k) for k in HEALTH_KEYS),
 )
+"""Every metric a step can log by its fixed name; the per-count ``health/segments/count_<k>`` family aside."""
+_STEP_METRIC = re.compile(
+    "^(?:" + "|".join(map(re.escape, STEP_METRICS)) + "|" + re.escape(health(SEG_COUNT)) + r"\d+)$"
+)
+
+
+RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER)
+"""A metric whose name ends so is a rate in [0, 1], reported in points (x 100) like the papers."""
+
+
+def is_rate(key: str) -> bool:
+    """Whether ``key`` is a rate (reported in points), by :data:`RATE_SUFFIXES`."""
+    return key.endswith(RATE_SUFFIXES)
 
 
 def declared(key: str) -> bool:
@@ -259,3 +269,18 @@ def declared(key: str) -> bool:
     for prefix in (PRETRAIN, FINAL):
         key = key.removeprefix(prefix)
     return bool(_STEP_METRIC.match(key))
+
+
+def check_metric(key: str, value: str) -> None:
+    """Raise :class:`~simlab.errors.ConfigError` unless ``value`` is a metric simlab's trainer logs
+    (:func:`declared`), naming the closest ones: a typo must not run every trial to fail each."""
+    import difflib
+
+    from simlab.errors import ConfigError
+
+    if declared(value):
+        return
+    near = difflib.get_close_matches(value, STEP_METRICS, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
+    raise ConfigError.invalid(key, value, f"{hint}choose a metric the trainer logs, e.g. {EVAL_COMPACTED_SUCCESS!r} "
+                                          f"(every name: simlab.names.STEP_METRICS, or {health(SEG_COUNT)}<k>)")

@@ -14,6 +14,7 @@ anything. This module imports neither optuna nor mlflow, so a bad store fails wi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -113,15 +114,13 @@ class StudyStore:
 
 def study_store(storage: str | None, root: Path) -> StudyStore:
     """``--storage`` parsed and checked without touching the network (the default: the journal under root)."""
-    if not storage:
-        path = (root / STORE_DIR / JOURNAL_NAME).resolve()
-        check_file_target(path, "--storage", str(path), JOURNAL_NAME)
+    if not storage or scheme_of(storage) is None:
+        path = (Path(storage).expanduser() if storage else root / STORE_DIR / JOURNAL_NAME).resolve()
+        check_file_target(path, "--storage", storage or str(path), JOURNAL_NAME)
+        if path.is_file():
+            check_journal(path, storage or str(path))
         return StudyStore(str(path), "journal")
-    scheme = scheme_of(storage)
-    if scheme is None:
-        path = Path(storage).expanduser().resolve()
-        check_file_target(path, "--storage", storage, JOURNAL_NAME)
-        return StudyStore(str(path), "journal")
+    scheme = scheme_of(storage) or ""
     if scheme not in STUDY_SCHEMES:
         raise StoreError(
             f"`--storage={shown(storage)!r}` is invalid; {_scheme_hint(scheme)}{STUDY_ALLOWED}"
@@ -167,6 +166,8 @@ def tracking_uri(given: str | None, root: Path) -> tuple[str, str | None]:
     db = sqlite_path(uri)
     if db is not None:
         check_file_target(db, option, uri, TRACKING_DB)
+        if db.is_file():
+            check_mlflow_sqlite(db, uri, option)
     artifact_root = (db.resolve().parent / "artifacts").as_uri() if db is not None else None
     return uri, artifact_root
 
@@ -187,14 +188,10 @@ def check_tracking(uri: str, option: str = "--tracking-uri") -> None:
 
 def check_run_store(tracking: str | None, root: Path) -> tuple[str, str | None]:
     """(tracking URI, artifact root), checked the one way every command that reads or writes runs checks
-    it: a well-formed URI (:func:`tracking_uri`), a server or database that answers (:func:`check_tracking`),
-    and a local file, where one exists, that is an SQLite database. Writes nothing."""
+    it: a well-formed URI with a local file, where one exists, that is an MLflow store
+    (:func:`tracking_uri`), and a server or database that answers (:func:`check_tracking`). Writes nothing."""
     uri, artifact_root = tracking_uri(tracking, root)
-    option = tracking_option(tracking)
-    check_tracking(uri, option)
-    db = sqlite_path(uri)
-    if db is not None and db.is_file():
-        check_sqlite(db, uri, option)
+    check_tracking(uri, tracking_option(tracking))
     return uri, artifact_root
 
 
@@ -267,6 +264,33 @@ def file_lock(path: str | Path, suffix: str = ".simlab-lock") -> Iterator[None]:
         yield
 
 
+def check_journal(path: Path, value: str, option: str = "--storage") -> None:
+    """The existing file ``path`` is an Optuna journal: empty, or each complete line one JSON record
+    ``{"op_code": N, "worker_id": "...", ...}`` (``optuna.storages.journal.JournalFileBackend``: one
+    ``json.dumps`` per line, newline-terminated). An unterminated last line is another process's append in
+    flight, as Optuna's reader treats it. Read only: Optuna would append to any file it is given."""
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.endswith(b"\n"):
+                return
+            if not _journal_record(line):
+                raise StoreError(
+                    f"`{option}={value!r}` is invalid; {path} is not an Optuna journal (line {number} is not a "
+                    "journal record). Give the journal a sweep wrote, a path that does not exist yet, or a "
+                    f"database URL: {STUDY_ALLOWED}", key=option, value=value,
+                    allowed="give an Optuna journal or a new path",
+                )
+
+
+def _journal_record(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:  # not JSON, or not UTF-8
+        return False
+    op_code = record.get("op_code") if isinstance(record, dict) else None
+    return isinstance(op_code, int) and not isinstance(op_code, bool) and op_code >= 0 and "worker_id" in record
+
+
 def check_server(uri: str, option: str) -> None:
     """An MLflow tracking server answers ``GET /health`` within the probe timeout."""
     url = uri.rstrip("/") + "/health"
@@ -293,11 +317,31 @@ def check_server(uri: str, option: str) -> None:
         )
 
 
-def check_sqlite(db: Path, uri: str, option: str) -> None:
-    """The file ``db`` (of ``uri``) opens as an SQLite database, read-only."""
+MLFLOW_MARKS = ({"alembic_version"}, {"experiments", "runs"})
+"""Tables that make an SQLite file an MLflow store: its migration record, or (while MLflow is still
+creating them, under its own lock) its first two tables."""
+
+
+def check_mlflow_sqlite(db: Path, uri: str, option: str) -> None:
+    """The existing file ``db`` (of ``uri``) is an MLflow store, or an SQLite database with no tables yet
+    (nothing in it to lose), read-only: MLflow would otherwise write its tables into someone's database."""
+    tables = sqlite_tables(db, uri, option)
+    if tables and not any(mark <= tables for mark in MLFLOW_MARKS):
+        held = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"`{option}={shown(uri)!r}` is invalid; {db} is an SQLite database but not an MLflow store (its "
+            f"tables: {held}). Give the mlflow.db a sweep wrote, a path that does not exist yet, or leave "
+            "--tracking-uri out to use the local store", key=option, value=uri,
+            allowed="give an MLflow store or a new path",
+        )
+
+
+def sqlite_tables(db: Path, uri: str, option: str) -> set[str]:
+    """The table names of the file ``db`` (of ``uri``), opened read-only as an SQLite database."""
     try:
         with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
-            conn.execute("PRAGMA schema_version").fetchone()
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            return {str(name) for (name,) in rows if not str(name).startswith("sqlite_")}
     except sqlite3.OperationalError as exc:  # locked past the timeout, unreadable: a database, not usable now
         raise StoreError(
             f"`{option}={shown(uri)!r}`: cannot read {db} ({exc}); check its permissions, or wait for the "

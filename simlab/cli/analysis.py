@@ -164,13 +164,13 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
 
 def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
     """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
-    from simlab.analysis.power import check_levels
+    from simlab.analysis.power import SUCCESS_LEVEL, check_levels, success_level_ok
     from simlab.analysis.report import Levels
 
     if not (math.isfinite(effect) and effect > 0):
         raise ConfigError.invalid("--effect", effect, "choose an effect size > 0 points")
-    if threshold is not None and not (math.isfinite(threshold) and 0 <= threshold <= 100):
-        raise ConfigError.invalid("--threshold", threshold, "choose a success level in [0, 100] points")
+    if threshold is not None and not success_level_ok(threshold):
+        raise ConfigError.invalid("--threshold", threshold, SUCCESS_LEVEL)
     check_levels(alpha, power)
     return Levels(effect=effect, alpha=alpha, power=power)
 
@@ -215,7 +215,7 @@ def findings(
             raise ConfigError.invalid("--specs", str(specs), "choose an existing folder of findings specs")
         check_levels(alpha, power)
         if figures is not None:
-            check_output_dir(figures)
+            check_output_dir(figures, "--figures")
         if source != "exports":
             from simlab import stores
 

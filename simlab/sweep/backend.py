@@ -41,6 +41,9 @@ class TrialBackend:
     """Resolved config -> searchable tags (recipe, estimator names, v_sum version)."""
     train: Callable[[Any, MetricSink, Path], dict[str, float]]
     """(config, sink, store folder) -> final metrics (the objective among them); metrics go to the sink."""
+    check_metric: Callable[[str, str], None] | None = None
+    """(key, metric name): raise :class:`~simlab.errors.ConfigError` naming ``key`` when ``train`` can never
+    return that metric (a misspelt objective), before any trial; ``None`` checks nothing."""
     prepare: Callable[[list[Any], Path, int], None] | None = None
     """(configs, store folder, workers): build what trials share (the cached base checkpoints) once, in
     the coordinator, on up to ``workers`` processes, before any trial."""
@@ -132,6 +135,7 @@ SIMLAB = TrialBackend(
     flatten=_simlab_flatten,
     tags=_simlab_tags,
     train=_simlab_train,
+    check_metric=names.check_metric,
     prepare=_simlab_prepare,
 )
 """simlab's own trainer: ``simlab.config.resolve`` and ``simlab.train.train``."""

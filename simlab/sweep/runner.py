@@ -64,7 +64,13 @@ class SweepResult:
 
 
 def validate(spec: SweepSpec, backend: TrialBackend) -> None:
-    """Resolve every probe configuration before anything is written (raises :class:`SpecError`)."""
+    """Resolve every probe configuration, and check the objective is a metric the backend can return,
+    before anything is written (raises :class:`SpecError`)."""
+    if backend.check_metric is not None:
+        try:
+            backend.check_metric("objective.metric", spec.objective.metric)
+        except ConfigError as exc:
+            raise SpecError(str(exc), key=exc.key, value=exc.value, allowed=exc.allowed) from None
     seen: set[str] = set()
     for settings in probe_settings(spec):
         key = json.dumps(settings, sort_keys=True, default=str)

@@ -371,3 +371,50 @@ def test_holm_families_are_one_campaign_and_leave_checks_out(tmp_path) -> None:
     assert fams[0].p == pytest.approx(2 * p0) and fams[1].p == pytest.approx(max(2 * p0, p1))  # type: ignore[union-attr]
     split = fd.families([one, other], got[:2])
     assert [f.size for f in split] == [1, 1]  # type: ignore[union-attr]
+
+
+def _cli_on(specs: Path, *texts: str):
+    specs.mkdir()
+    for i, text in enumerate(texts):
+        (specs / f"toy{i}.toml").write_text(text, encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in specs.iterdir()}
+    result = run_cli(["findings", "--specs", str(specs), "--source", "exports"])
+    assert {p.name: p.read_bytes() for p in specs.iterdir()} == before
+    return result
+
+
+def test_two_rows_with_one_id_are_refused(tmp_path):
+    """Issue 30: both used to be listed."""
+    res = _cli_on(tmp_path / "specs", ROW, ROW.replace("toy-finding", "other-finding"))
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and "toy1.toml: `findings.id='9'` is invalid" in line, line
+    assert "already the id of a row in toy0.toml" in line, line
+
+
+def test_a_steps_to_threshold_no_rate_reaches_is_refused_as_report_threshold_is(tmp_path):
+    """200 points on a success rate used to censor every run and read "tie"; the report refuses it too."""
+    text = ROW.replace('id = "9"', 'id = "9"\nstatistic = "steps_to"\nthreshold = 200')
+    res = _cli_on(tmp_path / "specs", text)
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and "threshold=200.0` is invalid; choose a success level in [0, 100] points" in line, line
+    from simlab.cli.analysis import report_levels
+    from simlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"`--threshold=200.0` is invalid; choose a success level in \[0, 100\]"):
+        report_levels(2.0, 0.05, 0.8, threshold=200.0)  # simlab report --threshold's check: the same rule
+    row(tmp_path, text.replace("threshold = 200", "threshold = 100"))  # the bound itself is a level
+    other = text.replace('metric = "eval/compacted/success"', 'metric = "eval/compacted/keys_per_episode"')
+    assert row(tmp_path, other).threshold == 200  # not a rate: its own unit, no bound
+
+
+def test_figures_that_is_a_file_names_figures(tmp_path):
+    """Issue 30: the error used to name --out, an option findings does not have."""
+    target = tmp_path / "figure.png"
+    target.write_bytes(b"a user's file")
+    res = run_cli(["findings", "--source", "exports", "--figures", str(target)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and f"`--figures='{target}'` is invalid; choose an existing folder" in line, line
+    assert "--out" not in line and target.read_bytes() == b"a user's file"

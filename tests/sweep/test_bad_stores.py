@@ -202,3 +202,87 @@ def test_every_reader_checks_its_store(stores: Stores, tmp_path: Path, command: 
     expected = "no MLflow server answers there" if kind == "dead server" else "junk.db is not an SQLite database"
     assert expected in result.output and "Traceback" not in result.output, result.output
     assert stores.written() == before and junk.read_text() == "not an SQLite file"
+
+
+def _user_database(path: Path) -> bytes:
+    """A real SQLite database of someone's own (one table, one row): what --tracking-uri must not migrate."""
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY, value REAL)")
+        conn.execute("INSERT INTO measurements (value) VALUES (1.5)")
+        conn.commit()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("command", [*READERS, ["sweep", "{spec}", "--trial", TOY, "--storage", "{storage}"]],
+                         ids=[*(c[0] for c in READERS), "sweep"])
+def test_an_sqlite_database_that_is_not_an_mlflow_store_is_refused_unchanged(
+    stores: Stores, tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 30: MLflow used to write its tables into the user's database (8 KB -> 958 KB) before failing."""
+    own = tmp_path / "own.db"
+    data = _user_database(own)
+    spec = write_spec(tmp_path, SPEC)
+    args = [a.replace("{spec}", str(spec)).replace("{storage}", str(stores.storage)) for a in command]
+    uri = f"sqlite:///{own}"
+    result = run_cli([*args, "--tracking-uri", uri])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and f"`--tracking-uri='{uri}'` is invalid" in line, line
+    assert "is an SQLite database but not an MLflow store" in line and "measurements" in line, line
+    assert "a path that does not exist yet" in line, line
+    assert own.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["own.db", "spec.toml", "store"]
+    assert stores.written() == []
+
+
+def test_a_new_or_empty_tracking_database_is_still_created(tmp_path: Path) -> None:
+    """The default store is created on first use: a path that does not exist, or an SQLite file with no
+    tables, is MLflow's to initialise."""
+    from simlab import stores as st
+
+    fresh = tmp_path / "new" / "mlflow.db"
+    assert st.check_run_store(f"sqlite:///{fresh}", tmp_path)[0] == f"sqlite:///{fresh}"
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    st.check_run_store(f"sqlite:///{empty}", tmp_path)
+    assert not fresh.exists() and empty.read_bytes() == b""
+
+
+@pytest.mark.parametrize("command", ["sweep", "worker"])
+@pytest.mark.parametrize("text", ["notes about the sweep\nsecond line\n", '{"op_code": "x"}\n', "[1, 2]\n"],
+                         ids=["prose", "json without an op code", "json list"])
+def test_a_text_file_given_as_storage_is_refused_unchanged(
+    stores: Stores, tmp_path: Path, command: str, text: str
+) -> None:
+    """Issue 30: Optuna used to append a journal line to the user's file before failing."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text(text)
+    spec = write_spec(tmp_path, SPEC)
+    args = ["--storage", str(notes), "--tracking-uri", stores.tracking_uri]
+    result = run_cli([command, str(spec), "--trial", TOY, *args])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and f"`--storage='{notes}'` is invalid" in line, line
+    assert "is not an Optuna journal (line 1 is not a journal record)" in line and "postgresql://" in line, line
+    assert notes.read_text() == text and stores.written() == []
+
+
+def test_a_journal_optuna_wrote_is_accepted(tmp_path: Path) -> None:
+    """A real journal (a study, a finished trial) and one whose last append is still in flight pass."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from simlab import stores as st
+
+    journal = tmp_path / "journal.log"
+    study = optuna.create_study(storage=JournalStorage(JournalFileBackend(str(journal))), study_name="s")
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=1)
+    assert st.study_store(str(journal), tmp_path).kind == "journal"
+    with journal.open("ab") as f:
+        f.write(b'{"op_code": 4, "worker')  # another process mid-append
+    st.study_store(str(journal), tmp_path)
+    (tmp_path / "empty.log").touch()
+    st.study_store(str(tmp_path / "empty.log"), tmp_path)

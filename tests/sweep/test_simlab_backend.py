@@ -56,3 +56,27 @@ def test_tiny_real_sweep_end_to_end(ready_stores: Stores, tmp_path: Path) -> Non
         1,
         2,
     ]
+
+
+def test_misspelt_objective_metric_exits_2_before_the_first_trial(stores: Stores, tmp_path: Path) -> None:
+    """Issue 30: a metric no run logs used to run every trial, fail each, and exit 0."""
+    spec = write_spec(tmp_path, "seeds = [0]\n[space]\ntrain.lr = [0.001]\n"
+                      + TINY.replace('"eval/compacted/success"', '"eval/compacted/sucess"'))
+    result = run_cli(["sweep", str(spec), *_args(stores)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "`objective.metric='eval/compacted/sucess'` is invalid" in line, line
+    assert "did you mean 'eval/compacted/success'" in line and "choose a metric the trainer logs" in line, line
+    assert stores.written() == [] and not (tmp_path / "mlruns").exists()
+
+
+def test_every_objective_a_shipped_spec_names_is_one_the_trainer_logs() -> None:
+    """The shipped specs' objectives (success rates, cost per episode) and the per-count health family pass."""
+    from simlab import names
+    from simlab.sweep import load_spec
+
+    root = Path(__file__).resolve().parents[2] / "sweeps"
+    metrics = {load_spec(path).objective.metric for path in sorted(root.rglob("*.toml"))}
+    assert "eval/compacted/success" in metrics
+    for metric in (*metrics, "health/segments/count_3", "final/eval/single_window/success"):
+        names.check_metric("objective.metric", metric)
