@@ -141,3 +141,14 @@ def test_shipped_specs_parse(path: Path) -> None:
     assert spec.name == path.stem
     if spec.sampler == "grid":
         assert spec.cells()
+
+
+def test_a_spec_with_120000_seeds_is_checked_in_one_pass() -> None:
+    # issue 30: the duplicate-seed check counted each seed's occurrences (quadratic: over 60 s here)
+    import tomllib
+
+    many = list(range(120_000))
+    spec = parse_spec(tomllib.loads(GOOD.replace("seeds = [0, 1]", f"seeds = {many}")))
+    assert len(spec.seeds) == 120_000
+    with pytest.raises(SpecError, match=r"repeated: \[7, 119999\]"):
+        parse_spec(tomllib.loads(GOOD.replace("seeds = [0, 1]", f"seeds = {[*many, 7, 119_999]}")))
