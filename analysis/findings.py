@@ -36,7 +36,7 @@ from simlab import names
 from simlab.analysis import compare, outcomes, power, stats
 from simlab.analysis.compare import Arm, Judgement
 from simlab.analysis.findings_data import EXPORT_DIR, SpecData, column, live_data, read_export, write_export
-from simlab.analysis.findings_spec import ARMS, Design, FindingRow, design, parse_rows
+from simlab.analysis.findings_spec import ARMS, Design, FindingRow, design, grid_variants, parse_rows
 from simlab.errors import ConfigError, FindingsError
 
 
@@ -63,6 +63,8 @@ def load_rows(folder: Path = SPEC_DIR) -> list[FindingRow]:
     if not paths:
         raise FindingsError(f"no findings specs in {folder}")
     rows = [row for path in paths for row in parse_rows(path)]
+    for row in rows:
+        check_arms(row)
     first: dict[str, FindingRow] = {}
     for row in rows:  # one pass: a dict, not a pairwise scan
         if (seen := first.setdefault(row.id, row)) is not row:
@@ -92,11 +94,28 @@ def settings(variant: str) -> dict[str, str]:
     return {k: v.lower() if v in ("True", "False") else v for k, v in out.items()}
 
 
+def selects(variant: str, selector: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether a variant label's settings match every key of ``selector``."""
+    got = settings(variant)
+    return all(got.get(k) in allowed for k, allowed in selector.items())
+
+
 def arm_runs(frame: pl.DataFrame, selector: Mapping[str, tuple[str, ...]]) -> pl.DataFrame:
     """The runs whose variant settings match every key of ``selector``."""
-    keep = [all(settings(v).get(k) in allowed for k, allowed in selector.items())
-            for v in frame.get_column("variant").to_list()]
+    keep = [selects(v, selector) for v in frame.get_column("variant").to_list()]
     return frame.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def check_arms(row: FindingRow) -> None:
+    """Each arm of ``row`` selects at least one variant its spec runs (a grid spec's; a sampled space's
+    variants are not known before it runs). A misspelt value would otherwise read "not run" beside runs."""
+    labels = grid_variants(row.spec_path.read_text(encoding="utf-8"))
+    for arm, selector in row.arms.items():
+        if labels and not any(selects(v, selector) for v in labels):
+            given = ", ".join(f"{k} = {'|'.join(vs)}" for k, vs in selector.items())
+            raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
+                f"findings.{arm}", given, f"select a variant of the spec (row {row.id}); it runs "
+                + "; ".join(sorted(labels)[:4]) + (" ..." if len(labels) > 4 else "")).args[0])
 
 
 def scale(metric: str) -> float:

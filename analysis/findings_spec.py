@@ -234,6 +234,20 @@ def design(row: FindingRow) -> Design:
 
 
 @functools.cache
+def grid_variants(text: str) -> tuple[str, ...]:
+    """The variant labels a grid spec runs (keyed by its text); empty for a sampled space or a spec that
+    does not parse (its own check says why)."""
+    from simlab.sweep.spec import Cell
+    from simlab.sweep.spec_parse import parse_spec
+
+    try:
+        spec = parse_spec(tomllib.loads(text))
+    except (ConfigError, tomllib.TOMLDecodeError):
+        return ()
+    return tuple(Cell(p, 0).variant for p in spec.grid_points()) if spec.sampler == "grid" else ()
+
+
+@functools.cache
 def _spec_design(text: str) -> Design:
     """The design of a spec, keyed by its text (rows of one spec share it)."""
     from simlab.sweep.backend import DEFAULT_BACKEND, load_backend

@@ -418,3 +418,35 @@ def test_figures_that_is_a_file_names_figures(tmp_path):
     line = res.output.strip()
     assert "\n" not in line and f"`--figures='{target}'` is invalid; choose an existing folder" in line, line
     assert "--out" not in line and target.read_bytes() == b"a user's file"
+
+
+GRID_ROW = """
+name = "toy-grid"
+seeds = [0]
+[base]
+preset = "peekread-routes-c50"
+[space]
+train.estimator = ["rollout_group", "trajectory_group"]
+[objective]
+metric = "eval/compacted/success"
+[[findings]]
+id = "9"
+finding = "a toy"
+published = -4.0
+metric = "eval/compacted/success"
+treatment = { estimator = "trajectory_group" }
+baseline = { estimator = "rollout_group" }
+control_treatment = { estimator = "trajectory_group" }
+control_baseline = { estimator = "rollout_group" }
+"""
+
+
+def test_an_arm_that_selects_no_variant_is_refused(tmp_path):
+    """Issue 30: a misspelt arm value read "not run: fewer than 2 seeds in an arm" beside the runs."""
+    assert _cli_on(tmp_path / "good", GRID_ROW).exit_code == 0
+    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('baseline = { estimator = "rollout_group" }',
+                                                       'baseline = { estimator = "rollout_grop" }'))
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and "toy0.toml: `findings.baseline='estimator = rollout_grop'` is invalid" in line, line
+    assert "select a variant of the spec (row 9); it runs estimator=rollout_group; estimator=trajectory_group" in line
