@@ -107,8 +107,10 @@ def _finite(name: str, arr: FloatArray) -> None:
 
 def _mask(response_mask: Any) -> BoolArray:
     mask = _grid("response_mask", response_mask)
-    if not np.all((mask == 0) | (mask == 1)):
-        raise RowsError.invalid("response_mask", mask[(mask != 0) & (mask != 1)][0], "use 0 or 1")
+    bad = np.argwhere((mask != 0) & (mask != 1))
+    if bad.size:
+        i, j = (int(x) for x in bad[0])
+        raise RowsError.invalid(f"response_mask[{i}, {j}]", float(mask[i, j]), "use 0 or 1")
     return mask.astype(np.bool_)
 
 
