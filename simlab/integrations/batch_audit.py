@@ -61,7 +61,7 @@ ADVICE = {
 
 def _per_rollout(rows: Rows, per_row: FloatArray) -> FloatArray:
     batch = rows.batch
-    return np.bincount(batch.seg_rollout, weights=per_row, minlength=batch.num_rollouts)
+    return np.bincount(batch.seg_rollout, weights=per_row, minlength=batch.num_rollouts).astype(np.float64)
 
 
 def _ess(w: FloatArray) -> float:
@@ -78,7 +78,7 @@ def weight_table(rows: Rows) -> list[dict[str, Any]]:
     tokens = batch.rollout_tokens / batch.rollout_tokens.sum()
     out = []
     for mode in MODES:
-        options = {"max_tokens": int(rows.mask.shape[1])} if mode == "seq-mean-token-sum-norm" else {}
+        options: dict[str, Any] = {"max_tokens": int(rows.mask.shape[1])} if mode == "seq-mean-token-sum-norm" else {}
         for weight in WEIGHTS:
             total = _per_rollout(rows, row_weights(batch, mode, row_weight=weight, **options) * n)
             share = total / total.sum()

@@ -55,12 +55,12 @@ def test_the_finished_flag_is_the_final_rows() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"keys": ["a_0", *KEYS[1:]]}, r"^`keys\[0\]='a_0'` is invalid; use verl's row key \{uid\}_\{session_id\}_\{index\}"),
+        ({"keys": ["a_0", *KEYS[1:]]}, r"^`keys\[0\]='a_0'` is invalid; use verl's row key \{uid\}_\{session_id\}"),
         ({"keys": [KEYS[0], *KEYS[:-1]]}, r"^`keys\[1\]='a_0_1'` is invalid; each row key must appear once$"),
         ({"keys": KEYS[:-1]}, r"^`len\(keys\)=5` is invalid; give one key per row \(6 rows\)$"),
         ({"response_mask": MASK * 2}, r"^`response_mask\[0, 0\]=2.0` is invalid; use 0 or 1$"),
         ({"response_mask": MASK * 0}, r"^`response_mask='all 0'` is invalid; a batch needs at least one generated"),
-        ({"rewards": np.array([np.nan, 0, 0, 0, 0, 1])}, r"^`rewards\[0\]=nan` is invalid; every entry must be finite$"),
+        ({"rewards": np.array([np.nan, 0, 0, 0, 0, 1])}, r"^`rewards\[0\]=nan` is invalid; every entry must be"),
         ({"rewards": np.zeros(5)}, r"^`rewards.shape=\(5,\)` is invalid; give \(6,\) per row or \(6, 4\) per token$"),
         ({"finished": [True] * 6}, r"^`finished='object of shape \(6,\)'|^`finished='bool of shape"),
     ],

@@ -22,13 +22,13 @@ from tests.services import missing
 if importlib.util.find_spec("verl") is None:
     missing("verl is not installed: pip install -e '.[verl]'")
 
-from verl.protocol import DataProto  # noqa: E402
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, AdvantageEstimator, agg_loss  # noqa: E402
-from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+from verl.protocol import DataProto
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, AdvantageEstimator, agg_loss
+from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from simlab.credit import loss_weights  # noqa: E402
-from simlab.integrations.rows import read_rows, row_weight  # noqa: E402
-from simlab.integrations.verl import PER_ROW, Settings, advantages  # noqa: E402
+from simlab.credit import loss_weights
+from simlab.integrations.rows import read_rows, row_weight
+from simlab.integrations.verl import PER_ROW, Settings, advantages
 
 VERL_EPS = {"eps": 1e-6, "unbiased_std": True}
 """verl's GRPO statistics: torch.std (ddof 1) and epsilon 1e-6."""
