@@ -108,6 +108,10 @@ class AuditDataError(ConfigError):
     """The published-results data is malformed; the message names the entry and the key."""
 
 
+class RowsError(ConfigError):
+    """A trainer's rows cannot be read as rollouts (a row key, the response mask, the rewards, a batch file)."""
+
+
 class TrainingDiverged(RuntimeError):
     """A loss, gradient or the policy's logits became NaN or infinite; nothing was written after it."""
 
@@ -119,6 +123,7 @@ __all__ = [
     "FindingsError",
     "OutputDirError",
     "ReportError",
+    "RowsError",
     "SpecError",
     "StoreError",
     "TrainingDiverged",

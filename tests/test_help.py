@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from simlab.cli import app
 
-COMMANDS = ["demo", "audit", "inspect", "train", "sweep", "worker", "report", "findings", "ui"]
+COMMANDS = ["demo", "audit", "audit-batch", "inspect", "train", "sweep", "worker", "report", "findings", "ui"]
 
 
 def _help(*args: str) -> str:
@@ -43,6 +43,7 @@ def test_the_usage_lines_name_the_arguments() -> None:
     assert "Usage: simlab sweep [OPTIONS] SPEC" in _help("sweep")
     assert "Usage: simlab train [OPTIONS] [CONFIG]" in _help("train")
     assert "Usage: simlab report [OPTIONS] EXPERIMENT" in _help("report")
+    assert "Usage: simlab audit-batch [OPTIONS] FILE" in _help("audit-batch")
     text = _help("train")
     assert re.search(r"--set\s+KEY=VALUE", text), text
     assert re.search(r"--progress\s+--no-progress\s+Show the progress bar", _help("sweep")), _help("sweep")

@@ -1,6 +1,8 @@
 """Layers run one way: no module imports a layer above its own, at import time or inside a function.
 
-The levels follow the data flow (DESIGN.md): task -> harness -> policy -> credit -> update/train, then
+The levels follow the data flow (DESIGN.md): task -> harness -> policy -> credit -> integrations (simlab's
+credit inside other trainers: the verl plugin, loaded on every ``import verl``, needs nothing above the
+credit layer) -> update/train, then
 the tracking layer the sweep writes runs through, the sweep, the analysis that reads them back, and the
 command line over everything. Neutral modules (errors, names, the configuration engine, the registry,
 the store checks, the metric-sink protocol, the SegmentBatch) sit below all of them and import no
@@ -26,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("harness", ("simlab.harness",)),
     ("policy", ("simlab.policy",)),
     ("credit", ("simlab.credit",)),
+    ("integrations", ("simlab.integrations",)),
     ("train", ("simlab.update", "simlab.recipes", "simlab.run_sections", "simlab.blame", "simlab.config",
                "simlab.summarisers", "simlab.train", "simlab.demo")),
     ("tracking", ("simlab.tracking",)),

@@ -1,4 +1,5 @@
-"""Commands that read results: ``audit`` (the published results), ``report`` (one sweep), ``findings``
+"""Commands that read results: ``audit`` (the published results), ``audit-batch`` (a trainer's dumped
+batch), ``report`` (one sweep), ``findings``
 (the pre-registered findings) and ``ui`` (the MLflow UI with simlab's saved views).
 """
 
@@ -42,6 +43,27 @@ def audit(
     except ConfigError as exc:  # AuditDataError, OutputDirError
         raise fail(str(exc)) from exc
     typer.echo(frame.write_json() if json_out else markdown)
+
+
+@app.command("audit-batch")
+def audit_batch(
+    file: Annotated[Path, typer.Argument(help="A batch dumped from verl: .parquet, .pt or .pkl with the row keys, "
+                                              "response mask and rewards (docs/use-in-verl.md).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of Markdown.")] = False,
+    success_above: Annotated[
+        float, typer.Option("--success-above", help="A session succeeded when its reward is above this.")
+    ] = 0.0,
+) -> None:
+    """Implicit weight per rollout under each aggregation mode, success by session and by row, what applies."""
+    from simlab.integrations.batch_audit import audit_batch as run_audit_batch
+    from simlab.integrations.batch_audit import to_markdown
+    from simlab.integrations.batch_file import read_batch
+
+    try:
+        report = run_audit_batch(read_batch(file), success_above=success_above)
+    except ConfigError as exc:  # RowsError
+        raise fail(str(exc)) from exc
+    typer.echo(json.dumps(json_safe(report), indent=2) if json_out else to_markdown(report, file.name))
 
 
 @app.command()
