@@ -561,3 +561,30 @@ def test_each_bound_is_where_it_should_be(key: str, lo: float, hi: float, open_e
     for value in bad:
         with pytest.raises(ConfigError, match=rf"`{key}=.*` is invalid"):
             cls.check_fields({name: int(value) if integer else value})
+
+
+def _not_checkpoints(tmp_path: Path) -> dict[str, Path]:
+    """Files that exist but are not a checkpoint of the default task: TOML, empty, another vocabulary's."""
+    from simlab.policy.checkpoint import save_checkpoint
+    from simlab.policy.model import Policy
+
+    toml, empty, other = tmp_path / "run.toml", tmp_path / "empty.pt", tmp_path / "other-vocab.pt"
+    toml.write_text('[train]\nlr = 1e-3\n', encoding="utf-8")
+    empty.write_bytes(b"")
+    save_checkpoint(other, Policy(resolve({"task": {"vocab_size": 40}}).policy), meta={"v_sum": "v1"})
+    return {"toml": toml, "empty": empty, "vocab": other}
+
+
+@pytest.mark.parametrize("kind", ["toml", "empty", "vocab"])
+def test_a_file_that_is_not_a_checkpoint_is_refused_before_the_store(tmp_path: Path, kind: str) -> None:
+    """Issue 30: a TOML file ended in a traceback, an empty one in "Aborted.", and training wrote under
+    the store first."""
+    path = _not_checkpoints(tmp_path)[kind]
+    before = path.read_bytes()
+    out = run("train", "--set", "harness.summariser=frozen", "--set", f"train.summariser_checkpoint={path}",
+              "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
+    _fails_cleanly(out, f"`train.summariser_checkpoint='{path}'` is invalid; it is not a simlab policy checkpoint")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "run").exists() and path.read_bytes() == before
+    shown = run("inspect", "--task", "keyrecall-tiny", "--checkpoint", str(path))
+    _fails_cleanly(shown, f"`checkpoint='{path}'` is invalid; it does not load as a policy checkpoint")
+    assert path.read_bytes() == before

@@ -253,6 +253,10 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
                                   "overwritten); give a new or empty folder")
+    if cfg.train.summariser_checkpoint is not None:  # a file that exists, but is it a checkpoint?
+        from simlab.policy.checkpoint import check_checkpoint
+
+        check_checkpoint(cfg.train.summariser_checkpoint, "train.summariser_checkpoint", cfg.policy.vocab_size)
     if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
         from simlab.train.base import device_of
 

@@ -90,7 +90,10 @@ def load_checkpoint(
     Raises:
         ValueError: a vocabulary mismatch (naming ``vocab_size`` and both values) or an unknown format.
     """
-    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    try:
+        payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # any file torch cannot unpickle (TOML, empty, truncated) is not a checkpoint
+        raise ValueError(f"{path}: not a torch checkpoint ({type(exc).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(
@@ -115,3 +118,15 @@ def load_checkpoint(
     if device is not None:
         policy.to(device)
     return policy, meta
+
+
+def check_checkpoint(path: str | os.PathLike[str], key: str, vocab_size: int) -> None:
+    """Refuse, as bad input of ``key``, a file that does not load as a simlab policy checkpoint of this
+    vocabulary (checked where the input enters, before any store is written)."""
+    from simlab.errors import ConfigError
+
+    try:
+        load_checkpoint(path, expected_vocab_size=vocab_size)
+    except ValueError as exc:
+        raise ConfigError.invalid(key, str(path), f"it is not a simlab policy checkpoint of this task "
+                                  f"({' '.join(str(exc).split())}); give a checkpoint simlab wrote") from None
