@@ -54,6 +54,14 @@ Number = Annotated[Real, AfterValidator(float)]
 """A finite number, read as a float."""
 
 
+def _logged(value: str, suffix: str) -> None:
+    """Refuse a metric name simlab's trainer never logs (a typo or ""), as ``names.check_metric`` says."""
+    try:
+        names.check_metric("metric", value)
+    except ConfigError as exc:
+        raise refuse(exc.allowed or "choose a metric the trainer logs", suffix=suffix, value=value) from None
+
+
 class Mechanism(BaseModel):
     """A mechanism metric reported beside a finding's outcome, reduced over each run's steps."""
 
@@ -63,6 +71,11 @@ class Mechanism(BaseModel):
     """``final``, ``first`` or ``mean`` over the run's logged steps."""
     label: str
     """How the table names it (default: the metric)."""
+
+    @model_validator(mode="after")
+    def _metric_logged(self) -> Self:
+        _logged(self.metric, ".metric")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -131,7 +144,10 @@ class FindingRow(BaseModel):
 
     @model_validator(mode="after")
     def _statistic_needs(self) -> Self:
-        """A slope needs its ``x``; ``steps_to`` its threshold."""
+        """Metrics the trainer logs; a slope needs its ``x``; ``steps_to`` its threshold."""
+        _logged(self.metric, ".metric")
+        if self.x is not None:
+            _logged(self.x, ".x")
         if self.statistic == "slope" and self.x is None:
             raise refuse("a slope needs the metric it is taken against", suffix=".x", value=None)
         if self.statistic == "steps_to" and self.threshold is None:

@@ -126,7 +126,8 @@ def test_too_few_seeds_to_pair_falls_back_to_independent_means(tmp_path):
 
 
 def test_slope_statistic(tmp_path):
-    text = ROW.replace('metric = "eval/compacted/success"', 'metric = "cost"\nstatistic = "slope"\nx = "steps"')
+    y, x = "eval/compacted/keys_per_episode", "eval/compacted/steps"
+    text = ROW.replace('metric = "eval/compacted/success"', f'metric = "{y}"\nstatistic = "slope"\nx = "{x}"')
     text = text.replace("published = -4.0", "direction = 1.0")
     r = row(tmp_path, text)
     runs, hist = [], {}
@@ -135,8 +136,8 @@ def test_slope_statistic(tmp_path):
             for seed in range(3):
                 run_id = f"{arm},h={h}/{seed}"
                 runs.append({"run_id": run_id, "status": "FINISHED", "variant": f"{arm},horizon={h}", "seed": seed})
-                hist[run_id] = {"steps": [float(h)], "cost": [(1 + 0.01 * seed) * h**exponent]}
-    f = SpecData(fdd.runs_from_histories(runs, hist, {"cost", "steps"}))
+                hist[run_id] = {x: [float(h)], y: [(1 + 0.01 * seed) * h**exponent]}
+    f = SpecData(fdd.runs_from_histories(runs, hist, {y, x}))
     got = fd.evaluate_row(r, f, "store")
     assert got["difference"] == pytest.approx(1.0)  # quadratic minus linear
     assert got["verdict"] == "reproduced" and got["control_difference"] == pytest.approx(0.0)
@@ -163,8 +164,18 @@ def test_export_round_trip(tmp_path):
     [
         (lambda t: t.replace('id = "9"', 'id = "9"\ncolour = "red"'), "`findings\\[0\\].colour` is not a findings key"),
         (lambda t: t.replace('reduce = "mean"', 'reduce = "max"'), "reduce='max'` is invalid; choose one of"),
-        (lambda t: t.replace('metric = "eval/compacted/success"', 'metric = "c"\nstatistic = "slope"'),
+        (lambda t: t.replace('metric = "eval/compacted/success"',
+                             'metric = "eval/compacted/keys_per_episode"\nstatistic = "slope"'),
          "a slope needs the metric it is taken against"),
+        # issue 30: a typo or an empty name ended in a polars traceback
+        (lambda t: t.replace('metric = "eval/compacted/success"', 'metric = "eval/compacted/sucess"', 1),
+         "metric='eval/compacted/sucess'` is invalid; did you mean 'eval/compacted/success'"),
+        (lambda t: t.replace('metric = "eval/compacted/success"', 'metric = ""', 1), "metric=''` is invalid"),
+        (lambda t: t.replace('metric = "eval/compacted/success"',
+                             'metric = "eval/compacted/keys_per_episode"\nstatistic = "slope"\nx = "stesp"', 1),
+         "x='stesp'` is invalid; choose a metric the trainer logs"),
+        (lambda t: t.replace('metric = "health/baseline_shift/mean"', 'metric = "health/baseline_shfit/mean"'),
+         "metric='health/baseline_shfit/mean'` is invalid"),
         (lambda t: t.replace("published = -4.0", 'published = "big"'), "`findings\\[0\\].published='big'`"),
         (lambda t: t.replace('control_baseline = { preset = "zero", estimator = "rg" }', ""),
          "`findings\\[0\\].control_baseline` is required"),
