@@ -10,6 +10,7 @@ anything is written.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -225,9 +226,15 @@ class SweepSpec:
             out["recipe"] = self.base.recipe
         out.update(self.base.overrides)
         if "variant" in params:
-            out.update(next(v for v in self.variants if v.name == params["variant"]).settings)
+            out.update(self.variant_settings[params["variant"]])
         out.update({k: v for k, v in params.items() if k != "variant"})
         return out
+
+    @functools.cached_property
+    def variant_settings(self) -> dict[str, Mapping[str, Any]]:
+        """Variant name -> its settings: one look-up per point, not a scan of the variants (the probes
+        and the grid's cells ask for every point's)."""
+        return {v.name: v.settings for v in self.variants}
 
     def grid_points(self) -> list[dict[str, Any]]:
         """Every point of a grid space (without seeds), in a stable order."""

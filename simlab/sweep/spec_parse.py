@@ -165,11 +165,13 @@ def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
 
 
 def _check_variants(variants: list[Variant], space: Mapping[str, Any]) -> None:
-    """Distinct names; a variant's settings neither reserved nor swept in ``space``."""
+    """Distinct names; a variant's settings neither reserved nor swept in ``space``. Linear in the variants."""
+    named: set[str] = set()
     for i, variant in enumerate(variants):
         where = f"variants[{i}]"
-        if any(v.name == variant.name for v in variants[:i]):
+        if variant.name in named:
             raise _bad(f"{where}.name", variant.name, "give each variant a distinct name")
+        named.add(variant.name)
         for key in variant.settings:
             if key in RESERVED:
                 raise SpecError(f"`{where}.set.{key}` is reserved; seeds go under `seeds`")
