@@ -74,7 +74,8 @@ class RunConfig(Section):
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
 
     def check(self) -> None:
-        """Rules across sections: the policy holds the window; held-out seeds stay above training ones."""
+        """Rules across sections: the policy holds the window; held-out seeds stay above training ones; a
+        summariser checkpoint is a policy of this task's vocabulary that holds the window."""
         if self.policy.vocab_size != self.task.vocab_size:
             raise ConfigError.invalid("policy.vocab_size", self.policy.vocab_size,
                                       f"it is set by the task (task.vocab_size={self.task.vocab_size}); remove it")
@@ -87,6 +88,11 @@ class RunConfig(Section):
             raise ConfigError.invalid("eval.seed", self.eval.seed, "held-out seeds start above the training "
                                       f"instances, so choose an integer > {need} (train.prompts, base.episodes) "
                                       "or 'run'")
+        if self.train.summariser_checkpoint is not None:
+            from simlab.policy.checkpoint import check_policy_file  # torch: only when a checkpoint is given
+
+            check_policy_file("train.summariser_checkpoint", self.train.summariser_checkpoint,
+                              vocab_size=self.policy.vocab_size, holds=least)
 
     def to_nested(self) -> dict[str, Any]:
         """The resolved config as a nested mapping that :func:`resolve` accepts back unchanged."""

@@ -583,8 +583,10 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_before_the_store(tmp_path: P
     before = path.read_bytes()
     out = run("train", "--set", "harness.summariser=frozen", "--set", f"train.summariser_checkpoint={path}",
               "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
-    _fails_cleanly(out, f"`train.summariser_checkpoint='{path}'` is invalid; it is not a simlab policy checkpoint")
+    says = {"toml": "it is not a torch checkpoint (a text file", "empty": "it is an empty file, not a torch checkpoint",
+            "vocab": "its policy reads vocab_size=40, another task's vocabulary"}[kind]  # what the file is not
+    _fails_cleanly(out, f"`train.summariser_checkpoint='{path}'` is invalid; {says}")
     assert not (tmp_path / "s").exists() and not (tmp_path / "run").exists() and path.read_bytes() == before
     shown = run("inspect", "--task", "keyrecall-tiny", "--checkpoint", str(path))
-    _fails_cleanly(shown, f"`checkpoint='{path}'` is invalid; it does not load as a policy checkpoint")
+    _fails_cleanly(shown, f"`checkpoint='{path}'` is invalid; {says}")
     assert path.read_bytes() == before

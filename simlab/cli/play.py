@@ -151,17 +151,18 @@ def _checkpoint_agent(
 
     from simlab.config import POLICY_MARGIN
     from simlab.policy.agent import PolicyAgent
-    from simlab.policy.checkpoint import load_checkpoint
+    from simlab.policy.checkpoint import check_policy_file, load_checkpoint
     from simlab.policy.device import default_device
     from simlab.tasks.presets import get_preset
 
     p = get_preset(preset, "task")
     if not path.is_file():
         raise ConfigError.invalid("checkpoint", str(path), "choose an existing checkpoint file")
+    vocab_size = p.task.replace(**task).vocab_size
+    check_policy_file("checkpoint", path, vocab_size=vocab_size)  # says what a foreign file is not
     try:
-        policy, meta = load_checkpoint(path, expected_vocab_size=p.task.replace(**task).vocab_size,
-                                       device=default_device())
-    except (ValueError, RuntimeError, OSError) as exc:
+        policy, meta = load_checkpoint(path, expected_vocab_size=vocab_size, device=default_device())
+    except (ValueError, RuntimeError, OSError) as exc:  # weights that do not fit the config the file names
         raise ConfigError.invalid("checkpoint", str(path), f"it does not load as a policy checkpoint of this "
                                   f"task ({' '.join(str(exc).split())})") from None
     own_task = meta.get("task", {}) if meta.get("preset") == preset else {}
@@ -253,10 +254,6 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
                                   "overwritten); give a new or empty folder")
-    if cfg.train.summariser_checkpoint is not None:  # a file that exists, but is it a checkpoint?
-        from simlab.policy.checkpoint import check_checkpoint
-
-        check_checkpoint(cfg.train.summariser_checkpoint, "train.summariser_checkpoint", cfg.policy.vocab_size)
     if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
         from simlab.train.base import device_of
 
