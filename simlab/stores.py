@@ -130,6 +130,8 @@ def study_store(storage: str | None, root: Path) -> StudyStore:
         if db is None or not db.is_absolute():
             raise StoreError(f"`--storage={storage!r}` is invalid; {STUDY_ALLOWED}")
         check_file_target(db, "--storage", storage, "optuna.db")
+        if db.is_file():
+            check_sqlite_store(db, storage, "--storage", OPTUNA_TABLES, "an Optuna study database", OPTUNA_FIX)
         return StudyStore(storage, "sqlite")
     return StudyStore(storage, "postgresql")
 
@@ -268,10 +270,12 @@ def check_journal(path: Path, value: str, option: str = "--storage") -> None:
     """The existing file ``path`` is an Optuna journal: empty, or each complete line one JSON record
     ``{"op_code": N, "worker_id": "...", ...}`` (``optuna.storages.journal.JournalFileBackend``: one
     ``json.dumps`` per line, newline-terminated). An unterminated last line is another process's append in
-    flight, as Optuna's reader treats it. Read only: Optuna would append to any file it is given."""
+    flight, as Optuna's reader treats it, when it reads as the start of a record (``{"op_code"``); any other
+    (a note without a final newline) is not a journal's. Read only: Optuna would append to any file it is
+    given."""
     with path.open("rb") as f:
         for number, line in enumerate(f, start=1):
-            if not line.endswith(b"\n"):
+            if not line.endswith(b"\n") and line.replace(b" ", b"").startswith(JOURNAL_START):
                 return
             if not _journal_record(line):
                 raise StoreError(
@@ -280,6 +284,10 @@ def check_journal(path: Path, value: str, option: str = "--storage") -> None:
                     f"database URL: {STUDY_ALLOWED}", key=option, value=value,
                     allowed="give an Optuna journal or a new path",
                 )
+
+
+JOURNAL_START = b'{"op_code"'
+"""How every record of an Optuna journal begins (its first key), spaces aside."""
 
 
 def _journal_record(line: bytes) -> bool:
@@ -317,26 +325,36 @@ def check_server(uri: str, option: str) -> None:
         )
 
 
-MLFLOW_MARKS = ({"alembic_version"}, {"experiments", "runs"})
-"""Tables that make an SQLite file an MLflow store: its migration record, or (while MLflow is still
-creating them, under its own lock) its first two tables."""
+MLFLOW_TABLES = frozenset({"experiments", "runs"})
+"""Tables that make an SQLite file an MLflow store: MLflow creates its initial tables in one go, then
+stamps its migration record (``alembic_version``, which an Optuna database also has: it alone says nothing)."""
+OPTUNA_TABLES = frozenset({"studies", "trials"})
+"""Tables that make an SQLite file an Optuna study database (Optuna creates all of its tables in one go)."""
+MLFLOW_FIX = "Give the mlflow.db a sweep wrote, a path that does not exist yet, or leave --tracking-uri out to use " \
+             "the local store"
+OPTUNA_FIX = "Give the optuna.db a sweep wrote, a path that does not exist yet, or a journal file path"
 
 
 def check_mlflow_sqlite(db: Path, uri: str, option: str) -> None:
     """The existing file ``db`` (of ``uri``) is an MLflow store, or an SQLite database with no tables yet
     (nothing in it to lose), read-only: MLflow would otherwise write its tables into someone's database."""
-    tables = sqlite_tables(db, uri, option)
-    if tables and not any(mark <= tables for mark in MLFLOW_MARKS):
+    check_sqlite_store(db, uri, option, MLFLOW_TABLES, "an MLflow store", MLFLOW_FIX)
+
+
+def check_sqlite_store(db: Path, uri: str, option: str, marks: frozenset[str], what: str, fix: str) -> None:
+    """The existing file ``db`` (of ``uri``, given as ``option``) is an SQLite database that holds the
+    tables ``marks`` (it is ``what``), or none at all; read-only. The store's library would otherwise write
+    its own tables into someone else's database, or migrate another library's."""
+    tables = sqlite_tables(db, uri, option, fix)
+    if tables and not marks <= tables:
         held = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         raise StoreError(
-            f"`{option}={shown(uri)!r}` is invalid; {db} is an SQLite database but not an MLflow store (its "
-            f"tables: {held}). Give the mlflow.db a sweep wrote, a path that does not exist yet, or leave "
-            "--tracking-uri out to use the local store", key=option, value=uri,
-            allowed="give an MLflow store or a new path",
+            f"`{option}={shown(uri)!r}` is invalid; {db} is an SQLite database but not {what} (its tables: "
+            f"{held}). {fix}", key=option, value=uri, allowed=fix,
         )
 
 
-def sqlite_tables(db: Path, uri: str, option: str) -> set[str]:
+def sqlite_tables(db: Path, uri: str, option: str, fix: str = MLFLOW_FIX) -> set[str]:
     """The table names of the file ``db`` (of ``uri``), opened read-only as an SQLite database."""
     try:
         with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
@@ -349,8 +367,7 @@ def sqlite_tables(db: Path, uri: str, option: str) -> set[str]:
         ) from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(
-            f"`{option}={shown(uri)!r}`: {db} is not an SQLite database ({exc}); give the mlflow.db a sweep "
-            "wrote, or leave --tracking-uri out to use the local store"
+            f"`{option}={shown(uri)!r}`: {db} is not an SQLite database ({exc}); {fix[0].lower()}{fix[1:]}"
         ) from None
 
 

@@ -286,3 +286,65 @@ def test_a_journal_optuna_wrote_is_accepted(tmp_path: Path) -> None:
     st.study_store(str(journal), tmp_path)
     (tmp_path / "empty.log").touch()
     st.study_store(str(tmp_path / "empty.log"), tmp_path)
+
+
+def test_a_note_without_a_final_newline_is_not_a_journal_in_flight(stores: Stores, tmp_path: Path) -> None:
+    """An unterminated last line is an append in flight only when it starts as a record does; a one-line
+    note without its newline would otherwise get Optuna's first record glued to it."""
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes, no newline")
+    result = run_cli(["worker", str(write_spec(tmp_path, SPEC)), "--trial", TOY, "--storage", str(notes),
+                      "--tracking-uri", stores.tracking_uri])
+    assert result.exit_code == 2 and "is not an Optuna journal (line 1" in result.output, result.output
+    assert notes.read_bytes() == b"my notes, no newline" and stores.written() == []
+
+
+def _optuna_database(path: Path) -> bytes:
+    import optuna
+
+    optuna.create_study(storage=f"sqlite:///{path}", study_name="theirs")
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("command", ["sweep", "worker"])
+@pytest.mark.parametrize("kind", ["own database", "an MLflow store"])
+def test_an_sqlite_study_storage_that_is_not_optuna_s_is_refused_unchanged(
+    stores: Stores, tmp_path: Path, empty_mlflow_db: Path, command: str, kind: str
+) -> None:
+    """--storage sqlite:///FILE is an Optuna study database: a database of other tables (someone's own, or
+    an MLflow store given in the wrong option) would get Optuna's tables written into it."""
+    import shutil
+
+    db = tmp_path / "given.db"
+    if kind == "own database":
+        data, table = _user_database(db), "measurements"
+    else:
+        shutil.copy(empty_mlflow_db, db)
+        data, table = db.read_bytes(), "alembic_version"
+    uri = f"sqlite:///{db}"
+    result = run_cli([command, str(write_spec(tmp_path, SPEC)), "--trial", TOY, "--storage", uri,
+                      "--tracking-uri", stores.tracking_uri])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and f"`--storage='{uri}'` is invalid; {db} is an SQLite database but not an Optuna " \
+        "study database (its tables: " in line and table in line and "a journal file path" in line, line
+    assert db.read_bytes() == data and stores.written() == []
+
+
+def test_an_optuna_database_is_not_an_mlflow_store(stores: Stores, tmp_path: Path) -> None:
+    """Both libraries stamp alembic_version: MLflow's own tables, not the stamp, make a run store."""
+    db = tmp_path / "optuna.db"
+    data = _optuna_database(db)
+    uri = f"sqlite:///{db}"
+    result = run_cli(["report", "quick", "--tracking-uri", uri])
+    assert result.exit_code == 2, result.output
+    assert f"`--tracking-uri='{uri}'` is invalid; {db} is an SQLite database but not an MLflow store" in result.output
+    assert db.read_bytes() == data
+
+
+def test_an_optuna_database_optuna_wrote_is_accepted(tmp_path: Path) -> None:
+    from simlab import stores as st
+
+    db = tmp_path / "optuna.db"
+    data = _optuna_database(db)
+    assert st.study_store(f"sqlite:///{db}", tmp_path).kind == "sqlite" and db.read_bytes() == data
