@@ -271,16 +271,28 @@ def declared(key: str) -> bool:
     return bool(_STEP_METRIC.match(key))
 
 
-def check_metric(key: str, value: str) -> None:
+def result_metrics(*, single_window: bool = True) -> tuple[str, ...]:
+    """What a run returns (:func:`simlab.train.rollouts.evaluate`, its final evaluation): the rollout and
+    cost metrics of the compacted evaluation, and of the single-window one when the run plays it
+    (``eval.single_window``). A sweep's objective is one of these: a trial's value is read from them."""
+    prefixes = (EVAL_COMPACTED, EVAL_SINGLE_WINDOW) if single_window else (EVAL_COMPACTED,)
+    return tuple(metric(p, n) for p in prefixes for n in ROLLOUT + COST)
+
+
+def check_metric(key: str, value: str, among: tuple[str, ...] | None = None,
+                 what: str = "a metric the trainer logs") -> None:
     """Raise :class:`~simlab.errors.ConfigError` unless ``value`` is a metric simlab's trainer logs
-    (:func:`declared`), naming the closest ones: a typo must not run every trial to fail each."""
+    (:func:`declared`), or one of ``among`` when given (``what`` says what they are), naming the closest
+    ones: a typo must not run every trial to fail each."""
     import difflib
 
     from simlab.errors import ConfigError
 
-    if declared(value):
+    if (among is None and declared(value)) or (among is not None and value in among):
         return
-    near = difflib.get_close_matches(value, STEP_METRICS, n=3, cutoff=0.6)
+    near = difflib.get_close_matches(value, among or STEP_METRICS, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
-    raise ConfigError.invalid(key, value, f"{hint}choose a metric the trainer logs, e.g. {EVAL_COMPACTED_SUCCESS!r} "
-                                          f"(every name: simlab.names.STEP_METRICS, or {health(SEG_COUNT)}<k>)")
+    every = "simlab.names.result_metrics()" if among is not None else f"simlab.names.STEP_METRICS, or " \
+                                                                       f"{health(SEG_COUNT)}<k>"
+    raise ConfigError.invalid(key, value, f"{hint}choose {what}, e.g. {EVAL_COMPACTED_SUCCESS!r} (every name: "
+                                          f"{every})")

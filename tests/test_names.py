@@ -57,6 +57,7 @@ def test_every_logged_metric_is_declared(tmp_path: Path, settings: dict[str, Any
     logged = base.keys | run.keys | set(final)
     assert {k for k in logged if not names.declared(k)} == set()
     assert names.EVAL_COMPACTED_SUCCESS in final and names.BASE_LOSS in base.keys
+    assert set(final) == set(names.result_metrics(single_window=cfg.eval.single_window))  # a sweep's objectives
     assert run.params == flatten(cfg)
 
 

@@ -41,9 +41,10 @@ class TrialBackend:
     """Resolved config -> searchable tags (recipe, estimator names, v_sum version)."""
     train: Callable[[Any, MetricSink, Path], dict[str, float]]
     """(config, sink, store folder) -> final metrics (the objective among them); metrics go to the sink."""
-    check_metric: Callable[[str, str], None] | None = None
-    """(key, metric name): raise :class:`~simlab.errors.ConfigError` naming ``key`` when ``train`` can never
-    return that metric (a misspelt objective), before any trial; ``None`` checks nothing."""
+    check_metric: Callable[[str, str, Any], None] | None = None
+    """(key, metric name, resolved config): raise :class:`~simlab.errors.ConfigError` naming ``key`` when
+    ``train`` can never return that metric for that config (a misspelt objective, one of an evaluation the
+    config does not play), before any trial; ``None`` checks nothing."""
     prepare: Callable[[list[Any], Path, int], None] | None = None
     """(configs, store folder, workers): build what trials share (the cached base checkpoints) once, in
     the coordinator, on up to ``workers`` processes, before any trial."""
@@ -86,6 +87,15 @@ def _simlab_tags(cfg: RunConfig) -> dict[str, str]:
     """``simlab.<key>`` for the settings runs are searched by (:data:`simlab.names.CONFIG_TAG_KEYS`)."""
     flat = _simlab_flatten(cfg)
     return {names.config_tag(k): str(v) for k, v in flat.items() if k in names.CONFIG_TAG_KEYS}
+
+
+def _simlab_check_metric(key: str, name: str, cfg: RunConfig) -> None:
+    """The objective is a metric ``train`` returns for ``cfg`` (its final evaluation's): a metric only a
+    step logs (a loss, a health statistic) or a single-window one under ``eval.single_window = false``
+    would fail every trial."""
+    played = "" if cfg.eval.single_window else " (eval.single_window is false: the compacted evaluation only)"
+    names.check_metric(key, name, names.result_metrics(single_window=cfg.eval.single_window),
+                       f"a metric a trial returns, its final evaluation's{played}")
 
 
 def _simlab_train(cfg: RunConfig, sink: MetricSink, store: Path) -> dict[str, float]:
@@ -135,7 +145,7 @@ SIMLAB = TrialBackend(
     flatten=_simlab_flatten,
     tags=_simlab_tags,
     train=_simlab_train,
-    check_metric=names.check_metric,
+    check_metric=_simlab_check_metric,
     prepare=_simlab_prepare,
 )
 """simlab's own trainer: ``simlab.config.resolve`` and ``simlab.train.train``."""

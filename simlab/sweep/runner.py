@@ -66,11 +66,6 @@ class SweepResult:
 def validate(spec: SweepSpec, backend: TrialBackend) -> None:
     """Resolve every probe configuration, and check the objective is a metric the backend can return,
     before anything is written (raises :class:`SpecError`)."""
-    if backend.check_metric is not None:
-        try:
-            backend.check_metric("objective.metric", spec.objective.metric)
-        except ConfigError as exc:
-            raise SpecError(str(exc), key=exc.key, value=exc.value, allowed=exc.allowed) from None
     seen: set[str] = set()
     for settings in probe_settings(spec):
         key = json.dumps(settings, sort_keys=True, default=str)
@@ -78,10 +73,15 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
             continue
         seen.add(key)
         try:
-            backend.build(settings, spec.seeds[0])
+            cfg = backend.build(settings, spec.seeds[0])
         except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
             where = ", ".join(f"{k}={v!r}" for k, v in settings.items() if k != "preset")
             raise SpecError(f"{exc} (in the configuration {where})") from None
+        if backend.check_metric is not None:
+            try:
+                backend.check_metric("objective.metric", spec.objective.metric, cfg)
+            except ConfigError as exc:
+                raise SpecError(str(exc), key=exc.key, value=exc.value, allowed=exc.allowed) from None
 
 
 @dataclass

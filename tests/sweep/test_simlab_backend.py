@@ -58,25 +58,45 @@ def test_tiny_real_sweep_end_to_end(ready_stores: Stores, tmp_path: Path) -> Non
     ]
 
 
-def test_misspelt_objective_metric_exits_2_before_the_first_trial(stores: Stores, tmp_path: Path) -> None:
-    """Issue 30: a metric no run logs used to run every trial, fail each, and exit 0."""
+def _refused_objective(stores: Stores, tmp_path: Path, metric: str, extra: str = "") -> str:
+    """The one line ``simlab sweep`` exits 2 with for ``metric`` as the objective, nothing written."""
     spec = write_spec(tmp_path, "seeds = [0]\n[space]\ntrain.lr = [0.001]\n"
-                      + TINY.replace('"eval/compacted/success"', '"eval/compacted/sucess"'))
+                      + TINY.replace("eval.episodes = 8", f"eval.episodes = 8\n{extra}")
+                      .replace('"eval/compacted/success"', f'"{metric}"'))
     result = run_cli(["sweep", str(spec), *_args(stores)])
     assert result.exit_code == 2, result.output
     line = result.output.strip()
-    assert "\n" not in line and "`objective.metric='eval/compacted/sucess'` is invalid" in line, line
-    assert "did you mean 'eval/compacted/success'" in line and "choose a metric the trainer logs" in line, line
+    assert "\n" not in line and f"`objective.metric={metric!r}` is invalid" in line, line
     assert stores.written() == [] and not (tmp_path / "mlruns").exists()
+    return line
 
 
-def test_every_objective_a_shipped_spec_names_is_one_the_trainer_logs() -> None:
-    """The shipped specs' objectives (success rates, cost per episode) and the per-count health family pass."""
+def test_misspelt_objective_metric_exits_2_before_the_first_trial(stores: Stores, tmp_path: Path) -> None:
+    """Issue 30: a metric no run logs used to run every trial, fail each, and exit 0."""
+    line = _refused_objective(stores, tmp_path, "eval/compacted/sucess")
+    assert "did you mean 'eval/compacted/success'" in line and "choose a metric a trial returns" in line, line
+
+
+def test_a_metric_only_a_step_logs_is_not_an_objective(stores: Stores, tmp_path: Path) -> None:
+    """A trial's value is read from what the run returns (its final evaluation): a loss or a health
+    statistic is logged every step but never returned, so every trial would fail."""
+    for metric in ("loss/loss", "health/within_group/corr", "train/success"):
+        assert "choose a metric a trial returns, its final evaluation's" in _refused_objective(stores, tmp_path, metric)
+
+
+def test_a_single_window_objective_needs_the_single_window_evaluation(stores: Stores, tmp_path: Path) -> None:
+    line = _refused_objective(stores, tmp_path, "eval/single_window/success", "eval.single_window = false")
+    assert "eval.single_window is false: the compacted evaluation only" in line, line
+
+
+def test_every_objective_a_shipped_spec_names_is_one_a_trial_returns() -> None:
+    """The shipped specs' objectives (success rates, cost per episode) are in what the trainer returns."""
     from simlab import names
     from simlab.sweep import load_spec
 
     root = Path(__file__).resolve().parents[2] / "sweeps"
     metrics = {load_spec(path).objective.metric for path in sorted(root.rglob("*.toml"))}
     assert "eval/compacted/success" in metrics
-    for metric in (*metrics, "health/segments/count_3", "final/eval/single_window/success"):
-        names.check_metric("objective.metric", metric)
+    assert metrics <= set(names.result_metrics()), metrics - set(names.result_metrics())
+    assert set(names.result_metrics(single_window=False)) < set(names.result_metrics())
+    assert all(names.declared(m) for m in names.result_metrics())
