@@ -158,7 +158,8 @@ def summary_on_parent(made: Any, tracking_uri: str | None) -> None:
 def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
     """Raise :class:`~simlab.errors.ReportError` when a local store (sqlite) has no active experiment of
     that name or id, naming the ones it has. Reads the file directly: importing MLflow takes seconds.
-    Any other store, or a file this cannot read, is left to the report's own check."""
+    An empty database is refused too: MLflow would fill it with its tables. Any other store is left to
+    the report's own check."""
     import sqlite3
 
     from simlab import stores
@@ -175,8 +176,10 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
         with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
             rows = conn.execute("SELECT experiment_id, name FROM experiments WHERE lifecycle_stage = 'active' "
                                 "ORDER BY experiment_id").fetchall()
-    except sqlite3.Error:
-        return
+    except sqlite3.Error:  # an empty database (check_run_store let it pass): reading must not create the store
+        raise ReportError(f"experiment {experiment!r} does not exist in {uri} (the file holds no MLflow store yet); "
+                          "run `simlab sweep` first", key="experiment", value=experiment,
+                          allowed="run `simlab sweep` first") from None
     if any(experiment in (str(eid), name) for eid, name in rows):
         return
     have = ", ".join(repr(name) for _, name in rows) or "none"

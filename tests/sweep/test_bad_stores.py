@@ -348,3 +348,25 @@ def test_an_optuna_database_optuna_wrote_is_accepted(tmp_path: Path) -> None:
     db = tmp_path / "optuna.db"
     data = _optuna_database(db)
     assert st.study_store(f"sqlite:///{db}", tmp_path).kind == "sqlite" and db.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", ["empty file", "database without tables"])
+def test_report_reads_an_empty_tracking_database_without_creating_the_store(tmp_path: Path, kind: str) -> None:
+    """A sweep may create its store in an empty file; a report only reads, so it says there is nothing yet
+    instead of letting MLflow write its tables into the file (0 B -> 954 KB)."""
+    import contextlib
+    import sqlite3
+
+    db = tmp_path / "empty.db"
+    if kind == "empty file":
+        db.touch()
+    else:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA user_version = 7")  # a header, no table
+            conn.commit()
+    data = db.read_bytes()
+    result = run_cli(["report", "quick", "--tracking-uri", f"sqlite:///{db}"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (f"error: experiment 'quick' does not exist in sqlite:///{db} (the file holds no "
+                                     "MLflow store yet); run `simlab sweep` first"), result.output
+    assert db.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
