@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, model_validator
 
@@ -23,6 +23,9 @@ from simlab.analysis.findings_data import REDUCES
 from simlab.analysis.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
 from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
+
+if TYPE_CHECKING:
+    from simlab.sweep.spec import SweepSpec
 
 STATISTICS = (*outcomes.STATISTICS, "slope")
 ARMS = ("treatment", "baseline", "control_treatment", "control_baseline")
@@ -250,29 +253,41 @@ def design(row: FindingRow) -> Design:
 
 
 @functools.cache
-def grid_variants(text: str) -> tuple[str, ...]:
-    """The variant labels a grid spec runs (keyed by its text); empty for a sampled space or a spec that
-    does not parse (its own check says why)."""
-    from simlab.sweep.spec import Cell
+def _parsed(text: str) -> SweepSpec | None:
+    """The sweep spec in ``text`` (cached: every row of a spec, and both readers below, share one parse);
+    ``None`` for a spec that does not parse (its own check says why)."""
     from simlab.sweep.spec_parse import parse_spec
 
     try:
-        spec = parse_spec(tomllib.loads(text))
+        return parse_spec(tomllib.loads(text))
     except (ConfigError, tomllib.TOMLDecodeError):
+        return None
+
+
+@functools.cache
+def grid_variants(text: str) -> tuple[str, ...]:
+    """The variant labels a grid spec runs (keyed by its text); empty for a sampled space or a spec that
+    does not parse."""
+    from simlab.sweep.spec import Cell
+
+    spec = _parsed(text)
+    if spec is None or spec.sampler != "grid":
         return ()
-    return tuple(Cell(p, 0).variant for p in spec.grid_points()) if spec.sampler == "grid" else ()
+    return tuple(Cell(p, 0).variant for p in spec.grid_points())
 
 
 @functools.cache
 def _spec_design(text: str) -> Design:
     """The design of a spec, keyed by its text (rows of one spec share it)."""
     from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
-    from simlab.sweep.spec_parse import parse_spec
 
+    spec = _parsed(text)
+    if spec is None:
+        return Design(None, True, True)
     try:
-        spec, backend = parse_spec(tomllib.loads(text)), load_backend(DEFAULT_BACKEND)
+        backend = load_backend(DEFAULT_BACKEND)
         cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
-    except (ConfigError, tomllib.TOMLDecodeError):  # a TOML, config or spec error (TrialBackend.build's contract)
+    except ConfigError:  # a config or spec error (TrialBackend.build's contract)
         return Design(None, True, True)
     return Design(min(int(c.eval.episodes) for c in cfgs), any(c.base.seed != "run" for c in cfgs),
                   any(c.eval.seed != "run" for c in cfgs))
