@@ -51,5 +51,4 @@ def shrink_spec(spec: SweepSpec) -> SweepSpec:
     :data:`TRIALS` sampled trials (a grid keeps every cell)."""
     if not on():
         return spec
-    trials = None if spec.n_trials is None else min(spec.n_trials, TRIALS)
-    return dataclasses.replace(spec, seeds=tuple(spec.seeds[:SEEDS]), n_trials=trials)
+    return dataclasses.replace(spec, seeds=tuple(spec.seeds[:SEEDS]), plan=spec.plan.at_most(TRIALS))

@@ -2,28 +2,34 @@
 
 A spec names a base configuration, a search space (grid lists or distributions per config key path),
 named variants (bundles of settings that move together, e.g. a recipe at a matched effective horizon),
-the seeds, the objective, the sampler and an optional pruner. :mod:`simlab.sweep.spec_parse` reads the
-TOML (:func:`~simlab.sweep.spec_parse.load_spec`, :func:`~simlab.sweep.spec_parse.parse_spec`) and is the
-one place a spec is checked; :func:`probe_settings` gives the settings the runner resolves before
-anything is written.
+the seeds, the objective, the sampler's plan (:mod:`simlab.sweep.plan`) and an optional pruner.
+:mod:`simlab.sweep.spec_parse` reads the TOML (:func:`~simlab.sweep.spec_parse.load_spec`,
+:func:`~simlab.sweep.spec_parse.parse_spec`) and is the one place a spec is checked; :func:`probe_settings`
+gives the settings the runner resolves before anything is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
 import json
-import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
+from simlab.names import ATTR_CELL, ATTR_SEED
 from simlab.rules import COUNT_MAX, TABLE, Real, Says
 from simlab.rules import refuse as _refuse
 from simlab.schema import flatten
+
+if TYPE_CHECKING:
+    import optuna
+
+    from simlab.sweep.plan import Plan
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 Name = Annotated[str, Field(pattern=NAME), Says("give letters, digits, '_', '.' or '-'")]
@@ -99,6 +105,29 @@ class Distribution(BaseModel):
             raise _refuse("list each choice once", suffix=".choices", value=self.choices)
         return self
 
+    def suggest(self, trial: optuna.Trial, key: str) -> Any:
+        """Ask ``trial`` for a value of this range (a queued trial returns its fixed value)."""
+        if self.kind == "categorical":
+            return trial.suggest_categorical(key, list(self.choices))
+        if self.kind == "float":
+            step = None if self.step is None else float(self.step)
+            return trial.suggest_float(key, float(self.low), float(self.high), log=self.log, step=step)
+        return trial.suggest_int(key, int(self.low), int(self.high), log=self.log,
+                                 step=1 if self.step is None else int(self.step))
+
+
+def encode(value: Any) -> Any:
+    """A grid value as an Optuna categorical holds it: a list becomes its JSON text."""
+    return json.dumps(value) if isinstance(value, list) else value
+
+
+def decode(value: Any, grid: Sequence[Any] | None) -> Any:
+    """The grid value back from :func:`encode` (JSON text is a list only where the grid holds lists)."""
+    if isinstance(value, str) and grid is not None and any(isinstance(g, list) for g in grid):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(value)
+    return value
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -110,6 +139,13 @@ class Axis:
     """Every value to try (sampler ``grid``; a categorical for ``tpe``)."""
     dist: Distribution | None = None
     """The range to sample (sampler ``tpe`` only)."""
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        """The trial's value of this key: one of the grid's values, or one of the range's."""
+        if self.grid is None:
+            assert self.dist is not None
+            return self.dist.suggest(trial, self.key)
+        return decode(trial.suggest_categorical(self.key, [encode(v) for v in self.grid]), self.grid)
 
 
 class Variant(BaseModel):
@@ -189,6 +225,18 @@ class Cell:
         prefix = "" if not self.params else self.variant + ","
         return f"{prefix}seed={self.seed}"
 
+    @property
+    def optuna_params(self) -> dict[str, Any]:
+        """The point as Optuna parameters, list values JSON-encoded (categoricals hold scalars only). The
+        seed is no parameter: it goes in the trial's user attributes (:attr:`attrs`), so that Optuna's
+        parameter importance ranks the searched axes only."""
+        return {k: encode(v) for k, v in self.params.items()}
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The user attributes of the cell's trial: its identity and its seed."""
+        return {ATTR_CELL: self.key, ATTR_SEED: self.seed}
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -208,14 +256,23 @@ class SweepSpec:
     """Seeds; every grid point runs once per seed."""
     objective: Objective
     """What a trial returns for Optuna."""
-    sampler: str
-    """``grid`` (every cell x seed, enqueued) or ``tpe``."""
+    plan: Plan
+    """The sampler's plan: :class:`~simlab.sweep.plan.GridPlan` (every cell x seed, enqueued) or
+    :class:`~simlab.sweep.plan.TpePlan` (``n_trials`` samples)."""
     pruner: PrunerSpec
     """Early stopping (``nop`` by default)."""
-    n_trials: int | None
-    """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
     baseline: str | None = None
     """The variant (a cell label without the seed) ``simlab report`` differences against by default."""
+
+    @property
+    def sampler(self) -> str:
+        """``grid`` or ``tpe``: the plan's name."""
+        return self.plan.name
+
+    @property
+    def n_trials(self) -> int | None:
+        """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
+        return self.plan.n_trials
 
     def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The trial's settings: preset, recipe and every key path, later layers winning."""
@@ -269,65 +326,12 @@ class SweepSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-PROBE_LIMIT = 256
-"""Most configurations a tpe spec's probes resolve (every combination while there are this few)."""
-
-
-def _probe_values(axis: Axis) -> tuple[Any, ...]:
-    """What to try of one axis: a grid's values, a categorical's choices, an int range's values when it
-    has at most 8 (rules such as divisibility bite in between), else a range's two ends."""
-    if axis.grid is not None:
-        return axis.grid
-    d = axis.dist
-    assert d is not None
-    if d.kind == "categorical":
-        return tuple(d.choices)
-    step = d.step if d.step is not None else (1 if d.kind == "int" else None)
-    if step is None:
-        return (d.low, d.high)
-    last = d.low + step * math.floor((d.high - d.low) / step + 1e-9)  # the highest value Optuna can sample
-    if d.kind == "int" and (last - d.low) // step < 8:
-        return tuple(range(int(d.low), int(last) + 1, int(step)))
-    return (d.low, int(last) if d.kind == "int" else last)
-
-
-def _combinations(values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Every combination of the axes' probe values while there are at most :data:`PROBE_LIMIT`, else
-    every combination of their ends, else every pair of axes at every pair of ends (the rest at their
-    low end): values valid one by one can still be invalid together (a window and a T_comp)."""
-    if math.prod(len(v) for v in values) <= PROBE_LIMIT:
-        return list(itertools.product(*values))
-    ends = [(v[0], v[-1]) if len(v) > 1 else v for v in values]
-    if math.prod(len(v) for v in ends) <= PROBE_LIMIT:
-        return list(itertools.product(*ends))
-    low = [v[0] for v in ends]
-    out = []
-    for i, j in itertools.combinations(range(len(ends)), 2):
-        for a, b in itertools.product(ends[i], ends[j]):
-            combo = list(low)
-            combo[i], combo[j] = a, b
-            out.append(tuple(combo))
-    return out
-
-
 def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:
     """Settings that exercise the spec before anything runs: each grid point, or for ``tpe`` the
-    combinations of its ranges' probe values (:func:`_combinations`) under each variant.
+    combinations of its ranges' probe values under each variant (:meth:`~simlab.sweep.plan.TpePlan.probes`).
 
     The runner resolves each through the trial backend before anything is written, so an unknown key
     path, an out-of-range value or values that clash fail the whole sweep up front instead of failing
     trials one by one.
     """
-    if spec.sampler == "grid":
-        return [spec.settings(p) for p in spec.grid_points()]
-    keys = [axis.key for axis in spec.axes]
-    combos = _combinations([_probe_values(axis) for axis in spec.axes])
-    variants: list[str | None] = [v.name for v in spec.variants] or [None]
-    probes = []
-    for variant in variants:
-        for combo in combos:
-            params: dict[str, Any] = dict(zip(keys, combo, strict=True))
-            if variant is not None:
-                params["variant"] = variant
-            probes.append(spec.settings(params))
-    return probes
+    return [spec.settings(point) for point in spec.plan.probes(spec)]
