@@ -1,6 +1,7 @@
 """Sweeps: TOML specs (:mod:`.spec`), trial backends (:mod:`.backend`) and the Optuna runner.
 
-A sweep's two modes are types: its plan, one per sampler (:mod:`.plan`: grid, tpe), and its trial queue,
+A spec (:mod:`.spec`) is a search space (:mod:`.space`: ranges, axes, cells) and a plan. A sweep's two
+modes are types: its plan, one per sampler (:mod:`.plan`: grid, tpe), and its trial queue,
 one per kind of study storage (:mod:`.queue`: journal file, database; a database's heartbeat and lock are
 in :mod:`.rdb`). The runner is four modules over them: the coordinator (:mod:`.runner`), the study and its
 trials table (:mod:`.study`), one trial in a worker (:mod:`.trial`), and every write to a trial's state

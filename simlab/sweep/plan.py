@@ -7,8 +7,8 @@ worker gets its next trial. Nothing else in simlab asks which sampler a spec nam
   allows (under the study's lock: it bounds every process together); the seeds are taken in turn over
   the trial numbers.
 
-Parsing a spec needs no optuna, so this module imports it (and the study's side) inside the methods that
-run trials.
+Parsing a spec needs no optuna, so this module imports it inside the methods that run trials. A plan reads
+the spec it runs through :class:`Space` (the spec imports this module's types, not the other way round).
 """
 
 from __future__ import annotations
@@ -16,21 +16,59 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from simlab.errors import SpecError
-from simlab.names import ATTR_CELL
+from simlab.names import ATTR_CELL, ATTR_FAILURE
 from simlab.rules import COUNT_MAX
-from simlab.sweep.spec import Axis, Cell, SweepSpec
+from simlab.sweep.space import Axis, Cell
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from simlab.sweep.queue import TrialQueue
 
 PROBE_LIMIT = 256
 """Most configurations a tpe spec's probes resolve (every combination while there are this few)."""
+
+
+class Space(Protocol):
+    """What a plan reads of the spec it runs (:class:`~simlab.sweep.spec.SweepSpec`)."""
+
+    @property
+    def name(self) -> str:
+        """The study's name (its lock is keyed by it)."""
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The sweep's seeds."""
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        """The swept keys."""
+
+    @property
+    def variants(self) -> Sequence[Any]:
+        """The named bundles (each has a ``name``)."""
+
+    def grid_points(self) -> list[dict[str, Any]]:
+        """Every point of a grid space."""
+
+    def cells(self) -> list[Cell]:
+        """Grid points x seeds."""
+
+
+def accounts_for_its_cell(trial: FrozenTrial, final: Sequence[str]) -> bool:
+    """Does this trial account for its cell (so the cell must not be enqueued again)? Waiting, running or
+    finished, or failed with a kind in ``final`` (a result, not a reason to run it again)."""
+    from optuna.trial import TrialState
+
+    if trial.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and trial.user_attrs.get(ATTR_FAILURE) in final
 
 
 @dataclass(frozen=True)
@@ -61,11 +99,11 @@ class GridPlan:
         """The plan at smoke size: a grid keeps every cell."""
         return self
 
-    def total(self, spec: SweepSpec) -> int:
+    def total(self, spec: Space) -> int:
         """Trials of the whole sweep: the cells."""
         return len(spec.cells())
 
-    def probes(self, spec: SweepSpec) -> list[dict[str, Any]]:
+    def probes(self, spec: Space) -> list[dict[str, Any]]:
         """The points the runner resolves before anything is written: every grid point."""
         return spec.grid_points()
 
@@ -75,24 +113,29 @@ class GridPlan:
 
         return optuna.samplers.RandomSampler(seed=seed)
 
-    def enqueue(self, study: optuna.Study, spec: SweepSpec, final: tuple[str, ...]) -> int:
+    def enqueue(self, study: optuna.Study, spec: Space, final: Sequence[str]) -> int:
         """Queue every cell no trial accounts for (under the study's lock); how many were queued."""
-        from simlab.sweep.study import enqueue_missing
+        from simlab.sweep import lifecycle
 
-        return enqueue_missing(study, spec, final)
+        trials = study.get_trials(deepcopy=False)
+        have = {t.user_attrs.get(ATTR_CELL) for t in trials if accounts_for_its_cell(t, final)}
+        missing = [cell for cell in spec.cells() if cell.key not in have]
+        for cell in missing:
+            lifecycle.queue(study, cell.optuna_params, cell.attrs)
+        return len(missing)
 
-    def todo(self, study: optuna.Study, spec: SweepSpec, final: tuple[str, ...]) -> int:
+    def todo(self, study: optuna.Study, spec: Space, final: Sequence[str]) -> int:
         """Trials still to run: the waiting cells."""
         from optuna.trial import TrialState
 
         return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
-    def claim(self, study: optuna.Study, queue: TrialQueue, spec: SweepSpec,
-              final: tuple[str, ...]) -> optuna.Trial | None:
+    def claim(self, study: optuna.Study, queue: TrialQueue, spec: Space,
+              final: Sequence[str]) -> optuna.Trial | None:
         """The next waiting cell, claimed as the study's storage allows; ``None`` when none is left."""
         return queue.claim(study)
 
-    def cell(self, trial: optuna.Trial, spec: SweepSpec, params: dict[str, Any]) -> Cell:
+    def cell(self, trial: optuna.Trial, spec: Space, params: dict[str, Any]) -> Cell:
         """The claimed trial's cell: its point and the seed its queued attributes hold."""
         return Cell(params, int(json.loads(trial.user_attrs[ATTR_CELL])["seed"]))
 
@@ -125,11 +168,11 @@ class TpePlan:
         """The plan at smoke size: at most ``trials`` sampled trials."""
         return TpePlan(min(self.n_trials, trials))
 
-    def total(self, spec: SweepSpec) -> int:
+    def total(self, spec: Space) -> int:
         """Trials of the whole sweep: ``n_trials``."""
         return self.n_trials
 
-    def probes(self, spec: SweepSpec) -> list[dict[str, Any]]:
+    def probes(self, spec: Space) -> list[dict[str, Any]]:
         """The points the runner resolves before anything is written: the combinations of the ranges'
         probe values (:func:`_combinations`) under each variant."""
         keys = [axis.key for axis in spec.axes]
@@ -150,25 +193,24 @@ class TpePlan:
 
         return optuna.samplers.TPESampler(seed=seed)
 
-    def enqueue(self, study: optuna.Study, spec: SweepSpec, final: tuple[str, ...]) -> int:
+    def enqueue(self, study: optuna.Study, spec: Space, final: Sequence[str]) -> int:
         """Nothing to queue: each trial is a new sample."""
         return 0
 
-    def todo(self, study: optuna.Study, spec: SweepSpec, final: tuple[str, ...]) -> int:
+    def todo(self, study: optuna.Study, spec: Space, final: Sequence[str]) -> int:
         """Trials still to run: ``n_trials`` minus those already done or under way."""
-        from simlab.sweep.study import accounted
+        busy = sum(accounts_for_its_cell(t, final) for t in study.get_trials(deepcopy=False))
+        return max(0, self.n_trials - busy)
 
-        return max(0, self.n_trials - accounted(study, final))
-
-    def claim(self, study: optuna.Study, queue: TrialQueue, spec: SweepSpec,
-              final: tuple[str, ...]) -> optuna.Trial | None:
+    def claim(self, study: optuna.Study, queue: TrialQueue, spec: Space,
+              final: Sequence[str]) -> optuna.Trial | None:
         """A new sample while ``n_trials`` allows (counted under the study's lock), else ``None``."""
         with queue.lock(spec.name):
             if self.todo(study, spec, final) < 1:
                 return None
             return queue.ask(study)
 
-    def cell(self, trial: optuna.Trial, spec: SweepSpec, params: dict[str, Any]) -> Cell:
+    def cell(self, trial: optuna.Trial, spec: Space, params: dict[str, Any]) -> Cell:
         """The sampled trial's cell (the seeds in turn over the trial numbers), recorded on the trial."""
         from simlab.sweep import lifecycle
 

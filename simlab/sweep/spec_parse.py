@@ -24,11 +24,9 @@ from simlab.registry import Registry
 from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value
 from simlab.schema import read_toml
 from simlab.sweep.plan import PLANS, Plan
+from simlab.sweep.space import Axis, Cell, Distribution
 from simlab.sweep.spec import (
-    Axis,
     Base,
-    Cell,
-    Distribution,
     Name,
     Objective,
     PrunerSpec,

@@ -21,11 +21,12 @@ from typing import Any
 import optuna
 import polars as pl
 from optuna.storages import BaseStorage
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from simlab import names, tracking
 from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
 from simlab.sweep import lifecycle, rdb
+from simlab.sweep.plan import GridPlan
 from simlab.sweep.queue import TrialQueue, trial_queue
 from simlab.sweep.spec import SweepSpec
 
@@ -68,13 +69,6 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def _done_or_busy(t: FrozenTrial, final: Sequence[str] = FINAL_FAILURES) -> bool:
-    """Does this trial account for its cell (so the cell must not be enqueued again)?"""
-    if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in final
-
-
 def reconcile(study: optuna.Study, queue: TrialQueue, client: Any, experiment_id: str) -> list[int]:
     """Mark trials whose worker died FAIL (kind ``killed``, found by the ``queue``'s reap) and every
     orphaned RUNNING MLflow run ended. Returns the numbers of the trials it failed."""
@@ -106,19 +100,8 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
 
 
 def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
-    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued."""
-    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t, final)}
-    added = 0
-    for cell in spec.cells():
-        if cell.key not in have:
-            lifecycle.queue(study, cell.optuna_params, cell.attrs)
-            added += 1
-    return added
-
-
-def accounted(study: optuna.Study, final: Sequence[str] = FINAL_FAILURES) -> int:
-    """Trials done or under way (a tpe sweep's ``n_trials`` counts them)."""
-    return sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False))
+    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued (:class:`.plan.GridPlan`)."""
+    return GridPlan().enqueue(study, spec, final)
 
 
 # --- the results table ---
