@@ -21,7 +21,8 @@ from simlab.sinks import MetricSink
 
 if TYPE_CHECKING:
     from simlab.config import RunConfig
-    from simlab.sweep.spec import Cell, SweepSpec
+    from simlab.sweep.space import Cell
+    from simlab.sweep.spec import SweepSpec
 
 DEFAULT_BACKEND = "simlab.sweep.backend:SIMLAB"
 SWEEP_SEEDS = {"base.seed": "run", "eval.seed": "run"}

@@ -26,7 +26,8 @@ from simlab.rules import check_value, ints
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
 from simlab.sweep.queue import TrialQueue, trial_queue
-from simlab.sweep.spec import Cell, SweepSpec
+from simlab.sweep.space import Cell
+from simlab.sweep.spec import SweepSpec
 from simlab.sweep.study import FINAL_FAILURES, FINAL_IN_RUN, make_pruner, reconcile, results_dir, write_trials
 from simlab.sweep.trial import TrialContext, TrialOutcome, open_study, run_one
 

@@ -23,7 +23,8 @@ from simlab.names import ATTR_OWNER, ATTR_RUN
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import TrialBackend, limit_threads, load_backend
 from simlab.sweep.queue import TrialQueue, trial_queue
-from simlab.sweep.spec import Cell, SweepSpec
+from simlab.sweep.space import Cell
+from simlab.sweep.spec import SweepSpec
 from simlab.sweep.study import FINAL_FAILURES, make_pruner
 
 CURVE_KEYS = (names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, names.EVAL_COMPACTED_COMPACTION_RATE)

@@ -200,7 +200,7 @@ class Trainer:
                                                eps_low=t.eps_low, eps_high=t.eps_high, ratio=t.ratio)
                 if t.entropy_coef:
                     loss = loss - t.entropy_coef * (w * sc.entropy).sum()
-                loss.backward()
+                torch.autograd.backward(loss)
                 losses.append(loss.detach())
                 per_token.add(w.sum(), {names.LOSS_CLIP_FRACTION: st.clip_fraction, names.LOSS_APPROX_KL: st.approx_kl,
                                         names.LOSS_ENTROPY: weighted_entropy(sc.entropy.detach(), w)})
@@ -227,7 +227,7 @@ class Trainer:
                 sc = score(self.critic, tb.take(mb), table, t.temperature)
                 assert sc.values is not None
                 loss = value_loss(sc.values, mb.of(grids["targets"]), mb.of(grids["value_weights"]))
-                loss.backward()
+                torch.autograd.backward(loss)
                 losses.append(loss.detach())
             check_finite("value loss", losses, step)  # once per update, before the optimiser step
             torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
