@@ -27,7 +27,7 @@ from simlab.analysis.compare import Arm, Judgement
 from simlab.analysis.figures import FIGURES, write_figures
 from simlab.analysis.report_health import credit_table, evaluation_table
 from simlab.analysis.report_published import against_published
-from simlab.analysis.runs import EVALUATIONS, SweepRuns, load_runs, shared_held_out
+from simlab.analysis.runs import EVALUATIONS, TOKENS_KEY, SweepRuns, load_runs, shared_held_out
 from simlab.analysis.tables import check_output_dir, write_tables
 from simlab.errors import ReportError
 
@@ -224,6 +224,42 @@ def speed_table(sweep: SweepRuns, baseline: str | None, levels: Levels, threshol
     return variant_table(sub, baseline if baseline in curved else curved[0], levels, statistics, threshold)
 
 
+RANKING_SCHEMA = {
+    "variant": pl.String, "horizon": pl.Float64, "tokens": pl.Float64, "gain": pl.Float64, "gain_se": pl.Float64,
+    "gain_low": pl.Float64, "gain_high": pl.Float64, "gain_rank": pl.Int64, "final": pl.Float64,
+    "final_se": pl.Float64, "final_low": pl.Float64, "final_high": pl.Float64, "final_rank": pl.Int64,
+}
+"""The columns of :func:`ranking_table`."""
+
+
+def ranking_table(sweep: SweepRuns, table: pl.DataFrame, speed: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Per variant with a learning curve: its paired learning gain (the last compacted evaluation minus step
+    0's on the same instances) with its t interval and tie-aware rank, beside its final success and rank, the
+    effective context it may carry (H) and the tokens it processed per evaluation episode; ranked by gain.
+    ``None`` when no variant has a gain row."""
+    gains = None if speed is None else speed.filter(pl.col("statistic") == "gain")
+    if gains is None or gains.height == 0:
+        return None
+    final = table.filter((pl.col("evaluation") == "compacted") & (pl.col("statistic") == "final"))
+    pick = ["variant", "mean", "se", "ci_low", "ci_high", "rank"]
+    out = gains.select("variant", "horizon", *pick[1:]).rename(
+        {"mean": "gain", "se": "gain_se", "ci_low": "gain_low", "ci_high": "gain_high", "rank": "gain_rank"})
+    out = out.join(final.select(pick).rename({"mean": "final", "se": "final_se", "ci_low": "final_low",
+                                              "ci_high": "final_high", "rank": "final_rank"}), on="variant",
+                   how="left")
+    return out.join(_tokens(sweep), on="variant", how="left").select(list(RANKING_SCHEMA)).cast(
+        RANKING_SCHEMA).sort("gain_rank", nulls_last=True, maintain_order=True)  # type: ignore[arg-type]
+
+
+def _tokens(sweep: SweepRuns) -> pl.DataFrame:
+    """variant, tokens: the compacted evaluation's tokens per episode at each run's last evaluation, mean over seeds."""
+    if sweep.history is None:
+        return pl.DataFrame(schema={"variant": pl.String, "tokens": pl.Float64})
+    last = sweep.history.filter(pl.col("key") == TOKENS_KEY).sort("step").group_by("variant", "run_id").agg(
+        pl.col("value").last())
+    return last.group_by("variant").agg(pl.col("value").mean().alias("tokens"))
+
+
 def _curved_variants(sweep: SweepRuns) -> list[str]:
     """Variants whose every finished run evaluated the compacted configuration at least twice."""
     if sweep.history is None:
@@ -256,6 +292,8 @@ class Report:
     """The parent run the files were attached to, if the experiment has one."""
     speed: pl.DataFrame | None = None
     """The learning-speed rows (AUC, steps to a threshold), when the runs evaluated more than once."""
+    ranking: pl.DataFrame | None = None
+    """The ranking by paired learning gain beside final success (:func:`ranking_table`), when there are gains."""
 
 
 def default_out_dir(experiment: str, tracking_uri: str | None = None) -> Path:
@@ -289,13 +327,16 @@ def build_report(
     table = variant_table(sweep, baseline, levels)
     speed = speed_table(sweep, baseline, levels, threshold)
     published = against_published(table) if against else None
-    markdown = to_markdown(sweep, table, speed=speed, published=published, health=(evaluation_table(sweep),
-                                                                                    credit_table(sweep)))
+    ranking = ranking_table(sweep, table, speed)
+    markdown = to_markdown(sweep, table, speed=speed, published=published, ranking=ranking,
+                           health=(evaluation_table(sweep), credit_table(sweep)))
     if out is None:
         out = default_out_dir(experiment, tracking_uri)
         out.mkdir(parents=True, exist_ok=True)
     full = table if speed is None else pl.concat([table, speed])
     files = write_tables(full, markdown, out, STEM)
+    if ranking is not None:
+        files += write_tables(ranking, markdown, out, f"{STEM}-ranking")
     if published is not None:
         files += write_tables(published, markdown, out, f"{STEM}-published")
     figures, skipped = write_figures(sweep, table, out)
@@ -304,7 +345,8 @@ def build_report(
     if log and sweep.parent_run_id is not None:
         tracking.log_artifacts(tracking.resolve_store(tracking_uri), sweep.parent_run_id, files, ARTIFACT_PATH)
         logged_to = sweep.parent_run_id
-    return Report(sweep, table, published, markdown, files, skipped, logged_to, speed)
+    return Report(sweep, table, published, markdown, files, skipped, logged_to, speed, ranking)
 
 
-__all__ = ["FIGURES", "Levels", "Report", "build_report", "default_baseline", "load_runs", "variant_table"]
+__all__ = ["FIGURES", "Levels", "Report", "build_report", "default_baseline", "load_runs", "ranking_table",
+           "variant_table"]

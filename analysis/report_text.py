@@ -96,11 +96,31 @@ def variant_section(rows: pl.DataFrame, title: str, unit: str) -> str:
     return f"### {title}\n\n{body}\n{legend}\n"
 
 
+def ranking_markdown(ranking: pl.DataFrame) -> str:
+    """The ranking by paired learning gain, beside final success, with each variant's context."""
+    headers = ["Rank by gain", "Variant", "H (tokens it may carry)", "Tokens per episode", "Gain ± SE",
+               "Gain 95% CI", "Final ± SE", "Final 95% CI", "Rank by final"]
+    rows = [[_num(r["gain_rank"], "d"), r["variant"], _num(r["horizon"], "g"), _num(r["tokens"], ".0f"),
+             _pm(r["gain"], r["gain_se"], "+.1f"), _interval(r["gain_low"], r["gain_high"], "+.1f"),
+             _pm(r["final"], r["final_se"]), _interval(r["final_low"], r["final_high"]), _num(r["final_rank"], "d")]
+            for r in ranking.iter_rows(named=True)]
+    return ("### Ranking: paired learning gain, beside final success\n\n" + markdown_table(headers, rows)
+            + "\nGain: the last compacted evaluation minus step 0's on the same held-out instances, in points; a "
+              "rank is shared where the neighbours are not decided at 2σ. Final success reflects step 0 too (a "
+              "better starting point ranks high without learning), so the gain is the ranking statistic. H = "
+              "L x (S+1) is the most history a variant may carry (W without compaction); tokens per episode "
+              "is what its policy processed at the last evaluation. Differences across very different H or "
+              "tokens are not like-for-like.\n")
+
+
 def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | None,
-                published: pl.DataFrame | None, health: tuple[pl.DataFrame | None, pl.DataFrame | None]) -> str:
-    """The report: the variants per evaluation, learning speed, what the evaluations saw, credit health,
-    the published ablations."""
+                published: pl.DataFrame | None, health: tuple[pl.DataFrame | None, pl.DataFrame | None],
+                ranking: pl.DataFrame | None = None) -> str:
+    """The report: the ranking by learning gain, the variants per evaluation, learning speed, what the
+    evaluations saw, credit health, the published ablations."""
     parts = [_preamble(sweep, table)]
+    if ranking is not None:
+        parts.append(ranking_markdown(ranking))
     for name, key in EVALUATIONS.items():
         rows = table.filter(pl.col("evaluation") == name)
         if rows.height == 0:  # an evaluation no run played (eval.single_window = false)

@@ -165,10 +165,14 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
     return _with_episodes(sweep, episodes)
 
 
+TOKENS_KEY = names.metric(names.EVAL_COMPACTED, names.TOKENS_PER_EPISODE)
+"""What the policy processed per compacted evaluation episode: the context a variant used."""
+
+
 def wanted_history(key: str) -> bool:
     """The metric histories the report's tables and figures read."""
     keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *eval_health_keys(),
-            *(names.metric(p, names.EPISODES) for p in names.EVALUATIONS.values())}
+            *(names.metric(p, names.EPISODES) for p in names.EVALUATIONS.values()), TOKENS_KEY}
     return key in keys or key.startswith(SEGMENT_KEY)
 
 

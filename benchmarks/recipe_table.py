@@ -5,7 +5,8 @@ Per recipe, over its seeds (each its own base model and held-out set): compacted
 the learning gain (last minus step 0 on the instances evaluated at both, mean ± SE over seeds), how many
 seeds learned (a seed learns when its own gain is at least +10 points and 3 SEs of its paired instance
 differences: issue 22's bar), the final overlong rate and segments per episode, tokens per episode, and
-the RL compute time per run (rollouts plus updates, evaluations excluded).
+the RL compute time per run (rollouts plus updates, evaluations excluded); ranked by the gain (ties where
+two recipes are not 2σ apart), with each recipe's effective context H = L x (S + 1) from its run config.
 
     python benchmarks/recipe_table.py --export    # write analysis/findings/recipes.* from the live store first
     python benchmarks/recipe_table.py             # print the table (Markdown) from the committed exports
@@ -20,10 +21,16 @@ import argparse
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from simlab.analysis.findings_data import SpecData, live_data, read_export, write_export
 from simlab.analysis.outcomes import run_gains
+from simlab.analysis.power import t_quantile
+from simlab.analysis.stats import rank_with_ties
+from simlab.sweep.backend import _simlab_build
+from simlab.sweep.shipped import locate
+from simlab.sweep.spec_parse import load_spec
 
 EXPERIMENT = "recipes"
 LEARNED_POINTS, LEARNED_SE = 10.0, 3.0
@@ -63,16 +70,55 @@ def table(data: SpecData) -> pl.DataFrame:
     ).sort("gain", descending=True)
 
 
+def effective_context(experiment: str) -> pl.DataFrame:
+    """variant, horizon: H = L x (S + 1) of each variant's resolved run config (W without compaction), the most
+    history it may carry, as the trainer computes it (``HarnessConfig.effective_horizon``)."""
+    spec = load_spec(locate(experiment))
+    rows = {}
+    for cell in spec.cells():
+        cfg = _simlab_build(spec.settings(cell.params), spec.seeds[0])
+        rows[f"variant={cell.params['variant']}"] = cfg.harness.effective_horizon
+    return pl.DataFrame({"variant": list(rows), "horizon": list(rows.values())})
+
+
+def paired_se(gains: pl.DataFrame, variants: list[str]) -> np.ndarray:
+    """(V, V) SE of the mean per-seed gain difference between two recipes over the seeds they share (NaN
+    under two shared seeds): recipes with one seed's base model and held-out set are compared seed by seed."""
+    by = {v: dict(gains.filter(pl.col("variant") == v).select("seed", "gain").iter_rows()) for v in variants}
+    out = np.full((len(variants), len(variants)), np.nan)
+    for i, a in enumerate(variants):
+        for j, b in enumerate(variants):
+            shared = sorted(set(by[a]) & set(by[b]))
+            if i != j and len(shared) >= 2:
+                d = np.array([by[b][s] - by[a][s] for s in shared])
+                out[i, j] = d.std(ddof=1) / math.sqrt(len(shared))
+    return out
+
+
+def ranked(t: pl.DataFrame, gains: pl.DataFrame) -> pl.DataFrame:
+    """The table with the gain's 95% t interval over seeds and a tie-aware rank by gain (ties below 2σ,
+    paired by seed where two recipes share seeds)."""
+    half = [t_quantile(0.975, n - 1) * se if n > 1 and se is not None else math.nan
+            for n, se in zip(t["seeds"], t["gain_se"], strict=True)]
+    ses = [math.nan if se is None else se for se in t["gain_se"]]
+    rank = rank_with_ties(t["gain"], ses, pair_se=paired_se(gains, t["variant"].to_list()))
+    t = t.with_columns(pl.Series("gain_half", half), pl.Series("rank", rank))
+    return t.sort("rank", "gain", descending=[False, True])
+
+
 def markdown(t: pl.DataFrame) -> str:
     """The table as the docs print it."""
-    head = ("| recipe | seeds | base (step 0) | after RL | gain ± SE | seeds that learned | overlong (%) | "
-            "segments | tokens / episode | RL compute per run (s) |")
-    lines = [head, "|" + "---|" * 10]
+    head = ("| rank by gain | recipe | H (tokens) | seeds | base (step 0) | after RL | gain ± SE [95% CI] | "
+            "seeds that learned | overlong (%) | segments | tokens / episode | RL compute per run (s) |")
+    lines = [head, "|" + "---|" * 12]
     for r in t.iter_rows(named=True):
         se = "n/a" if r["gain_se"] is None or math.isnan(r["gain_se"]) else f"{r['gain_se']:.1f}"
-        lines.append(f"| {r['variant'].removeprefix('variant=')} | {r['seeds']} | {r['base']:.1f} | {r['final']:.1f} | "
-                     f"{r['gain']:+.1f} ± {se} | {r['learned']} of {r['seeds']} | {r['overlong']:.1f} | "
-                     f"{r['segments']:.2f} | {r['tokens']:.0f} | {r['rl_s']:.0f} |")
+        low, high = r["gain"] - r["gain_half"], r["gain"] + r["gain_half"]
+        ci = "" if math.isnan(r["gain_half"]) else f" [{low:+.1f}, {high:+.1f}]"
+        lines.append(f"| {r['rank']} | {r['variant'].removeprefix('variant=')} | {r['horizon']} | {r['seeds']} | "
+                     f"{r['base']:.1f} | {r['final']:.1f} | {r['gain']:+.1f} ± {se}{ci} | {r['learned']} of "
+                     f"{r['seeds']} | {r['overlong']:.1f} | {r['segments']:.2f} | {r['tokens']:.0f} | "
+                     f"{r['rl_s']:.0f} |")
     return "\n".join(lines)
 
 
@@ -121,8 +167,9 @@ def main() -> None:
     parser.add_argument("--also", nargs="*", default=[], help="follow-up sweeps whose recipes join the table")
     parser.add_argument("--cost-figure", type=Path, help="draw tokens per episode against success here")
     args = parser.parse_args()
-    t = pl.concat([table(_data(name, args.export)) for name in (args.experiment, *args.also)]).sort(
-        "gain", descending=True)
+    data = {name: _data(name, args.export) for name in (args.experiment, *args.also)}
+    t = pl.concat([table(d).join(effective_context(name), on="variant", how="left") for name, d in data.items()])
+    t = ranked(t, pl.concat([seed_gains(d) for d in data.values()]))
     print(markdown(t))
     if args.cost_figure is not None:
         print(f"figure {cost_figure(t, args.cost_figure)}")

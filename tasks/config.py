@@ -180,6 +180,9 @@ class PeekReadConfig(TaskConfig):
     it), so a burst reader need not carry the fact through the burst's summaries and K alone goes with
     nothing at c = 0. False: the fact must survive the summaries, and the learned summariser couples K
     with reward by itself."""
+    reread: bool = False
+    """Look again: every read after the fact step opens with the fact too, so an agent whose summary lost
+    the fact can recover it, at a read's cost in context. False: only the fact step states it."""
     coupling: Signed = 0.0
     """In [-1, 1]: how a burst goes with success on the read route (c). > 0: a burst read loses the fact
     with probability c (the long output buries it). < 0: a read without a burst loses it with probability

@@ -72,6 +72,14 @@ def _rollout_draws(rollouts: KeyArray, cfg: PeekReadConfig) -> tuple[core.BoolAr
     return burst, lost
 
 
+def _restate_in_reads(read: IntArray, fact: _Fact, lay: core.Layout) -> None:
+    """Open every read after the fact step (the query's excepted) with the fact, where it is shown at all."""
+    t = np.arange(read.shape[1])[None, :]
+    after = (t > fact.step[:, None]) & (t < lay.horizon[:, None] - 1) & fact.shown[:, None]
+    rows, steps = np.nonzero(after)
+    _state_fact(read, rows, steps, fact.key[rows], fact.value[rows])
+
+
 Bursts = tuple[IntArray, core.BoolArray, IntArray]
 """``Instances.arm_step``, ``burst`` and ``burst_obs``."""
 
@@ -142,6 +150,8 @@ def generate(keys: KeyArray, cfg: PeekReadConfig, rollouts: KeyArray | None = No
     _state_fact(peek, rows[in_peek], fact.step[in_peek], fact.key[in_peek], fact.value[in_peek])
     in_read, bursts = _per_rollout(keys, rollouts, fact, lay, cfg)
     _state_fact(read, rows[in_read], fact.step[in_read], fact.key[in_read], fact.value[in_read])
+    if cfg.reread:
+        _restate_in_reads(read, fact, lay)
 
     expected = np.full((n, h), core.ANY_ACTION, dtype=np.int64)
     if p < 0:  # traps: a read at such a step breaks the episode
@@ -183,8 +193,10 @@ class PeekReadSolver(FactSolver):
         return READ if rng.random() < READ_PROB else PEEK
 
     def oracle_act(self, ctx: IntArray, target: int, rng: np.random.Generator) -> int:
-        """Read while reading pays and the asked fact is unknown; peek otherwise."""
-        return READ if self.cfg.read_payoff > 0 and target not in self.facts(ctx) else PEEK
+        """Read while the asked fact is unknown and a read can show it (reading pays, or reads restate it);
+        peek otherwise."""
+        shows = self.cfg.read_payoff > 0 or self.cfg.reread
+        return READ if shows and target not in self.facts(ctx) else PEEK
 
     def summarise(self, ctx: IntArray, m: int, mode: str, target: int, rng: np.random.Generator) -> IntArray:
         """``m`` tokens: the known facts (the asked one first for ``oracle``, newest first otherwise), PAD-filled."""

@@ -11,6 +11,7 @@ behaviour-cloned student inherits instead of averaging away.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,43 @@ class SolverAgent:
             else:
                 out[r, 0] = self.solver.act(ctx, self.rng)
         return Generation(tokens=out)
+
+
+class LossySummariser:
+    """A separate frozen summariser whose summaries lose the asked fact with probability ``loss``.
+
+    It wraps the agent that writes the summaries (a reference agent or a frozen policy) and passes every
+    other phase through. A lossy summary has every ``(key, value)`` pair whose key is the instance's
+    target removed, the pairs after it moved up and PAD at the end: ReSum's ReSumTool when it misses
+    what the answer needs (``harness.summariser_loss``). The draw is one uniform per summary from its own
+    generator, so the wrapped agent's stream is the one it has without the wrapper.
+    """
+
+    def __init__(self, agent: Agent, loss: float, *, seed: int) -> None:
+        self.agent = agent
+        self.loss = float(loss)
+        self.rng = np.random.default_rng(seed)
+
+    def generate(self, request: Request) -> Generation:
+        """The wrapped agent's tokens; in the summary phase, the lost rows without their target's pairs."""
+        gen = self.agent.generate(request)
+        if request.phase != Phase.SUMMARY:
+            return gen
+        lost = self.rng.random(len(request.contexts)) < self.loss
+        targets = _targets(request)
+        tokens = gen.tokens.copy()
+        for r in np.flatnonzero(lost):
+            tokens[r] = drop_pairs(tokens[r], int(targets[r]))
+        return replace(gen, tokens=tokens)
+
+
+def drop_pairs(summary: IntArray, key: int) -> IntArray:
+    """``summary`` without the ``(key, value)`` pairs (at even offsets) whose key is ``key``, PAD-filled."""
+    pairs = summary[: summary.size // 2 * 2].reshape(-1, 2)
+    kept = pairs[pairs[:, 0] != key].ravel()
+    out = np.full(summary.size, vocab.PAD, dtype=summary.dtype)
+    out[: kept.size] = kept
+    return out
 
 
 def _targets(request: Request) -> IntArray:

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
-from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, int_text
+from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, Unit, int_text
 from simlab.schema import Section, section
 from simlab.tasks import vocab
 
@@ -109,11 +109,18 @@ class HarnessConfig(Section):
     summariser_quality: Annotated[Real, Field(ge=0, le=1)] | None = None
     """Quality q of a ``scripted`` frozen summariser (the summariser-swap experiment); ``None``: the base
     model's teacher quality ``base.quality``, so swapping the summariser does not change the base model."""
+    summariser_loss: Unit = 0.0
+    """The share of a separate summariser's summaries (a reference agent or ``frozen``) that lose the asked
+    fact: ReSum's frozen ReSumTool missing what the answer needs (``simlab.harness.agents.LossySummariser``).
+    0: every summary is the summariser's own. Needs a summariser other than ``self`` and ``none``."""
 
     def check(self) -> None:
         """``t_comp`` has to fit the window when the budget trigger reads it."""
         if _triggers().canonical(self.trigger) == "budget" and self.t_comp > self.window - 1:
             raise self.invalid("t_comp", int_text(1, self.window - 1))
+        if self.summariser_loss and self.summariser in ("self", "none"):
+            raise self.invalid("summariser_loss", "choose 0 unless harness.summariser is a separate summariser "
+                               f"(a reference agent or 'frozen'; it is {self.summariser!r})")
 
     @property
     def threshold(self) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from simlab.harness.agents import SCRIPTED_QUALITY, make_agent
+from simlab.harness.agents import SCRIPTED_QUALITY, LossySummariser, make_agent
 from simlab.harness.compact import compact
 from simlab.harness.config import HarnessConfig, check_window
 from simlab.harness.phases import phase_masks
@@ -98,9 +98,16 @@ def run_rollouts(
 def _writer(
     cfg: HarnessConfig, env: Any, actor: Agent, summariser: Agent | None, *, seed: int, quality: float
 ) -> Agent | None:
-    """Who writes the summaries: ``summariser`` if given, else as ``cfg.summariser`` says."""
-    if summariser is not None:
-        return summariser
+    """Who writes the summaries: ``summariser`` if given, else as ``cfg.summariser`` says; a separate
+    summariser loses the asked fact in ``cfg.summariser_loss`` of its summaries."""
+    writer = summariser if summariser is not None else _named_writer(cfg, env, actor, seed=seed, quality=quality)
+    if cfg.summariser_loss and writer is not None and writer is not actor:
+        return LossySummariser(writer, cfg.summariser_loss, seed=seed + 3)
+    return writer
+
+
+def _named_writer(cfg: HarnessConfig, env: Any, actor: Agent, *, seed: int, quality: float) -> Agent | None:
+    """The summariser ``cfg.summariser`` names: the actor, nobody, or a reference agent."""
     if cfg.summariser == "self":
         return actor
     if cfg.summariser == "none":

@@ -94,6 +94,7 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
         if final_c is not None:
             metrics["eval/compacted/success"] = final_c if last else 0.25
         metrics["eval/single_window/overlong_rate"] = 0.1 * seed if last else 0.5
+        metrics["eval/compacted/tokens_per_episode"] = 40.0 + step * (seed + 1)  # the last: 48, 56, 64
         sink.log_metrics(metrics, step)
     if (variant, seed) == FAILED:
         sink.close("FAILED", "RuntimeError: diverged")
@@ -228,6 +229,25 @@ def test_speed_table_reads_the_evaluation_curves(made: rp.Report) -> None:
     # seeds 1, 2: ... 0.6, 0.7 -> 33.75, 36.25; mean 33.75
     assert a["mean"] == pytest.approx(33.75)
     assert "learning speed: area under the compacted evaluation curve" in made.markdown
+
+
+def test_the_ranking_is_by_paired_gain_beside_final_success_and_context(made: rp.Report) -> None:
+    assert made.ranking is not None and made.speed is not None
+    gains = made.speed.filter(pl.col("statistic") == "gain")
+    assert sorted(made.ranking["variant"].to_list()) == sorted(gains["variant"].to_list())
+    ranks = made.ranking["gain_rank"].to_list()
+    assert ranks == sorted(ranks)  # listed in the order of the gain ranking
+    for r in made.ranking.iter_rows(named=True):
+        g = gains.filter(pl.col("variant") == r["variant"]).row(0, named=True)
+        f = _row(made.table, r["variant"])
+        assert (r["gain"], r["gain_se"], r["gain_rank"]) == (g["mean"], g["se"], g["rank"])
+        assert (r["final"], r["final_rank"], r["horizon"]) == (f["mean"], f["rank"], f["horizon"])
+    a = made.ranking.filter(pl.col("variant") == A).row(0, named=True)
+    assert a["gain"] == pytest.approx(100 * (sum(COMPACTED[A]) / 3 - 0.25))  # every run starts at 0.25
+    # seeds 0, 1, 2 end at 48, 56, 64 tokens per episode; seed 2 of D failed, so D's mean is over 48 and 56
+    assert a["tokens"] == pytest.approx(56.0)
+    md = made.markdown
+    assert md.index("### Ranking: paired learning gain") < md.index("### compacted success")
 
 
 def test_evaluation_table_takes_each_runs_final_evaluation(made: rp.Report) -> None:

@@ -89,3 +89,35 @@ def test_scripted_route_is_sticky_and_the_oracle_reads_only_when_it_pays():
     assert solver.oracle_act(known, target, rng) == peekread.PEEK
     trap = gymnasium.make(ID, read_payoff=-0.5).unwrapped.solver
     assert trap.oracle_act(ctx, target, rng) == peekread.PEEK
+
+
+def test_reread_restates_the_fact_in_every_later_read_and_nowhere_else():
+    reads, _, env = play([peekread.READ], read_payoff=0.0, reread=True)
+    peeks, _, _ = play([peekread.PEEK], read_payoff=0.0, reread=True)
+    key, value = int(env.instances.target[0]), int(env.instances.answer[0])
+    for obs in reads[:-1]:  # the fact step and every read after it, the query's step excepted
+        assert has_fact(obs) and (int(obs[1]), int(obs[2])) == (key, value)
+    assert not has_fact(reads[-1]) and reads[-1][-1] == vocab.QUERY
+    assert [has_fact(o) for o in peeks] == [True, False, False, False, False, False]  # peeks as without it
+    plain_reads, _, _ = play([peekread.READ], read_payoff=0.0)
+    assert [has_fact(o) for o in plain_reads] == [True, False, False, False, False, False]
+
+
+def test_reread_leaves_hard_instances_without_the_fact():
+    env = gymnasium.make(ID, horizon=(6, 6), hard_frac=1.0, read_payoff=0.0, reread=True).unwrapped
+    env.reset(seed=5)
+    seen = [env.step(peekread.READ)[0] for _ in range(5)]
+    assert not any(has_fact(o[o != vocab.PAD]) for o in seen)
+
+
+def test_the_oracle_reads_again_when_reads_restate_the_fact():
+    solver = gymnasium.make(ID, read_payoff=0.0, reread=True).unwrapped.solver
+    rng = np.random.default_rng(0)
+    target, value = solver.keys[0], solver.values[0]
+    lost = np.array([vocab.BOS, vocab.TASK, vocab.SUMMARY, vocab.PAD, vocab.PAD, vocab.ACT, peekread.PEEK,
+                     vocab.OBS, 30, 31, 32])
+    assert solver.oracle_act(lost, target, rng) == peekread.READ
+    kept = np.array([vocab.BOS, vocab.TASK, vocab.SUMMARY, target, value, vocab.ACT, peekread.PEEK, vocab.OBS, 30])
+    assert solver.oracle_act(kept, target, rng) == peekread.PEEK
+    without = gymnasium.make(ID, read_payoff=0.0).unwrapped.solver
+    assert without.oracle_act(lost, target, rng) == peekread.PEEK  # a read could not show it

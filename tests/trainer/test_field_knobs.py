@@ -146,3 +146,11 @@ def test_a_misspelt_optimizer_is_refused_before_the_store(tmp_path: Path) -> Non
     out = run("train", "--set", "train.optimizer=adamw", "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
     _fails_cleanly(out, "`train.optimizer='adamw'` is invalid; choose one of 'adam', 'sgd'")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_summariser_loss_without_a_separate_summariser_is_refused_before_the_store(tmp_path: Path) -> None:
+    out = run("train", "--set", "task.preset=peekread-lossy", "--set", "train.recipe=supo", "--set",
+              "harness.summariser_loss=0.5", "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
+    _fails_cleanly(out, "`harness.summariser_loss=0.5` is invalid; choose 0 unless harness.summariser is a separate "
+                   "summariser (a reference agent or 'frozen'; it is 'self')")
+    assert list(tmp_path.iterdir()) == []
