@@ -1,15 +1,15 @@
 """``simlab findings``: each published finding against simlab's controlled version of it.
 
 The findings are pre-registered in the sweep specs under ``sweeps/findings/`` (the row format is
-:mod:`.findings_spec`): besides the sweep itself, each spec carries ``[[findings]]`` rows that name the
+:mod:`.spec`): besides the sweep itself, each spec carries ``[[findings]]`` rows that name the
 published delta, the outcome metric and its statistic (``final``, ``auc``, ``steps_to`` or ``slope``,
 chosen before the run), and four arms as selectors over the sweep's variants (treatment, baseline, and the
 control's two), with the mechanism metrics to report beside the outcome. This module reads the finished
-sweeps (:mod:`.findings_data`), one row per finding:
+sweeps (:mod:`.data`), one row per finding:
 
 - the difference treatment - baseline and the control's difference, each paired by seed and held-out
   instance where the runs kept per-episode outcomes, with an SE over seeds and instances
-  (:mod:`simlab.analysis.compare`);
+  (:mod:`simlab.analysis.statistics.compare`);
 - the mechanism metrics, treatment against baseline (mean over seeds);
 - a verdict at a stated alpha and power: *reproduced* (the published sign at >= 2 sigma, the control a tie
   decided by TOST), *opposite* (the other sign, same conditions), *tie* (decided by a 90% TOST within the
@@ -33,10 +33,10 @@ import numpy as np
 import polars as pl
 
 from simlab import names
-from simlab.analysis import compare, outcomes, power, stats
-from simlab.analysis.compare import Arm, Judgement
-from simlab.analysis.findings_data import EXPORT_DIR, SpecData, column, live_data, read_export, write_export
-from simlab.analysis.findings_spec import ARMS, Design, FindingRow, design, grid_variants, parse_rows
+from simlab.analysis.replication.data import EXPORT_DIR, SpecData, column, live_data, read_export, write_export
+from simlab.analysis.replication.spec import ARMS, Design, FindingRow, design, grid_variants, parse_rows
+from simlab.analysis.statistics import compare, outcomes, power, stats
+from simlab.analysis.statistics.compare import Arm, Judgement
 from simlab.errors import ConfigError, FindingsError
 
 
@@ -165,7 +165,7 @@ def _slopes(row: FindingRow, runs: pl.DataFrame) -> dict[int, float]:
 
 
 def arm(row: FindingRow, data: SpecData, name: str, spec: Design) -> Arm:
-    """One arm's :class:`~simlab.analysis.compare.Arm`: per-seed values, per-episode ones where kept."""
+    """One arm's :class:`~simlab.analysis.statistics.compare.Arm`: per-seed values, per-episode ones where kept."""
     seeds = per_seed(row, data, name)
     evaluation = evaluation_of(row.metric)
     episodes = None
@@ -478,7 +478,7 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
 def dose_figures(found: Findings, folder: Path) -> list[Path]:
     """One dose-response figure per spec and outcome statistic whose rows carry a dose:
     ``<folder>/<spec>-<statistic>.png``."""
-    from simlab.analysis.figures import dose_response_png
+    from simlab.analysis.report.figures import dose_response_png
 
     written = []
     dosed = [r for r in found.rows if r["dose"] is not None]
