@@ -10,10 +10,12 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
+from simlab.analysis.replication import arms as fa
 from simlab.analysis.replication import data as fdd
 from simlab.analysis.replication import spec as fs
 from simlab.analysis.replication import table as fd
 from simlab.analysis.replication import text as findings_text
+from simlab.analysis.replication import verdicts as vd
 from simlab.analysis.replication.data import SpecData
 from simlab.analysis.statistics import compare, power
 from simlab.analysis.statistics.compare import Judgement
@@ -114,7 +116,7 @@ def test_a_tie_is_decided_only_by_the_tost(tmp_path):
 def test_alpha_and_power_move_the_detectable_effect(tmp_path):
     f = frame({TG: [0.51, 0.49, 0.51, 0.49], RG: [0.50] * 4, CTG: [0.5] * 4, CRG: [0.5] * 4})
     plain = fd.evaluate_row(row(tmp_path), f, "store")
-    strict = fd.evaluate_row(row(tmp_path), f, "store", levels=fd.Levels(alpha=0.01, power=0.9))
+    strict = fd.evaluate_row(row(tmp_path), f, "store", levels=vd.Levels(alpha=0.01, power=0.9))
     assert strict["mde"] > plain["mde"] and (strict["alpha"], strict["power"]) == (0.01, 0.9)
 
 
@@ -198,7 +200,7 @@ def test_every_shipped_finding_row_parses_and_selects_existing_variants():
     assert questions and all(r.id.startswith("Q") for r in questions)
     for r in [*rows, *questions]:
         spec = load_spec(r.spec_path)
-        variants = [fd.settings(c.variant) for c in spec.cells()]
+        variants = [fa.settings(c.variant) for c in spec.cells()]
         for arm, selector in r.arms.items():
             assert any(all(v.get(k) in allowed for k, allowed in selector.items()) for v in variants), (r.id, arm)
 
@@ -356,8 +358,8 @@ TIED_CONTROL = _judged(0.0, 0.2)  # its 90% interval +-0.38 lies inside +-2: a d
     ],
 )
 def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | None, verdict: str, by: str) -> None:
-    family = None if family_p is None else fd.Family(family_p, 15, "credit-dose")
-    got = fd.verdict(row(tmp_path), _judged(mean, se), TIED_CONTROL, family)
+    family = None if family_p is None else vd.Family(family_p, 15, "credit-dose")
+    got = vd.verdict(row(tmp_path), _judged(mean, se), TIED_CONTROL, family)
     assert (got.verdict, got.by) == (verdict, by)
     if by == "size":
         # the seeds that bring the 90% interval beyond the margin, from the per-seed SD 0.8 sqrt(8)
@@ -368,8 +370,8 @@ def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | 
 
 def test_a_harness_check_holds_and_never_reads_reproduced(tmp_path) -> None:
     check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
-    assert fd.verdict(check, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "holds"
-    assert fd.verdict(check, _judged(6.0, 0.8), TIED_CONTROL).verdict == "fails"
+    assert vd.verdict(check, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "holds"
+    assert vd.verdict(check, _judged(6.0, 0.8), TIED_CONTROL).verdict == "fails"
 
 
 def test_holm_families_are_one_campaign_and_leave_checks_out(tmp_path) -> None:
