@@ -23,8 +23,6 @@ KNOWN = {
     # the kill-and-resume stories of the sweep's scale-out tests, left whole while issue 33 pins tests/sweep
     "tests/sweep/test_cluster.py:test_three_workers_one_killed_on_another_host",
     "tests/sweep/test_resume.py:test_sigkill_then_rerun_completes_every_cell_once",
-    # the analysis layer's split into packages by concept is its own part of issue 33
-    "analysis/findings.py",
 }
 
 

@@ -68,7 +68,7 @@ class SpecFile(BaseModel):
     baseline: str | None = None
     findings: list[dict[str, Any]] = Field(default_factory=list)
     """Pre-registered finding rows (``sweeps/findings/``), read by ``simlab findings``
-    (:mod:`simlab.analysis.findings_spec` validates them); the runner ignores them."""
+    (:mod:`simlab.analysis.replication.spec` validates them); the runner ignores them."""
 
 
 def _name_registries() -> dict[str, Registry[Any]]:
