@@ -1,7 +1,7 @@
 """A sweep's per-point summary: each grid point's completed seeds, the objective's mean and SE over them.
 
 Written next to the runner's ``trials.csv`` when ``simlab sweep`` or ``simlab worker`` ends
-(``summary.csv`` and ``summary.md``). The arithmetic is :func:`simlab.analysis.stats.mean_se`, the same
+(``summary.csv`` and ``summary.md``). The arithmetic is :func:`simlab.analysis.statistics.stats.mean_se`, the same
 code the report uses; it is the objective's own unit and seed spread only, since the objective may be
 any metric (``simlab report`` adds the binomial part for success rates).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from simlab.analysis import stats
+from simlab.analysis.statistics import stats
 
 SCHEMA = {"point": pl.Utf8, "n": pl.Int64, "mean": pl.Float64, "se": pl.Float64, "diverged": pl.Int64,
           "failed": pl.Int64}

@@ -58,6 +58,38 @@ def best_of(fn: Callable[[], object], repeats: int, *, warmup: bool = True) -> f
     return min(times)
 
 
+def measure(batch: SegmentBatch, repeats: int, *, python_loop: bool) -> dict[str, float]:
+    """Best-of-``repeats`` seconds of the baseline time loop, a copy, every estimator and normaliser."""
+    values = batch.values
+    assert values is not None
+    rewards_grid = np.zeros(batch.shape)
+    rewards_grid[np.arange(batch.num_segments), batch.seg_tokens - 1] = batch.row_reward
+    mask = batch.token_mask.astype(np.float64)
+    gae_opts = {"gamma": 1.0, "lam": 0.95}
+
+    results: dict[str, float] = {}
+    results["time_loop (baseline)"] = best_of(
+        lambda: reference.padded_time_loop_gae(values, rewards_grid, mask, 1.0, 0.95), repeats
+    )
+    results["copy_floor"] = best_of(values.copy, repeats)
+    for name in ESTIMATORS:
+        opts = gae_opts if estimator_family(name) == "gae" else {}
+        results[f"estimator {name}"] = best_of(lambda n=name, o=opts: advantages(batch, n, **o), repeats)
+    for reading in ("segment_length", "trajectory_length"):
+        results[f"estimator gae_compaction lam={reading}"] = best_of(
+            lambda r=reading: advantages(batch, "gae_compaction", gamma=1.0, lam=r, alpha=1.5), repeats
+        )
+    for name in NORMALISERS:
+        results[f"normaliser {name}"] = best_of(
+            lambda n=name: loss_weights(batch, n, overlong_mask=True), repeats
+        )
+    if python_loop:
+        results["python_loop (segment-local GAE)"] = best_of(
+            lambda: reference.gae(batch, mode="segment_local", **gae_opts), 1, warmup=False
+        )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -79,34 +111,7 @@ def main() -> None:
         f"{n_tok / 1e6:.2f}M real tokens\n"
     )
 
-    values = batch.values
-    assert values is not None
-    rewards_grid = np.zeros(batch.shape)
-    rewards_grid[np.arange(batch.num_segments), batch.seg_tokens - 1] = batch.row_reward
-    mask = batch.token_mask.astype(np.float64)
-    gae_opts = {"gamma": 1.0, "lam": 0.95}
-
-    results: dict[str, float] = {}
-    results["time_loop (baseline)"] = best_of(
-        lambda: reference.padded_time_loop_gae(values, rewards_grid, mask, 1.0, 0.95), args.repeats
-    )
-    results["copy_floor"] = best_of(values.copy, args.repeats)
-    for name in ESTIMATORS:
-        opts = gae_opts if estimator_family(name) == "gae" else {}
-        results[f"estimator {name}"] = best_of(lambda n=name, o=opts: advantages(batch, n, **o), args.repeats)
-    for reading in ("segment_length", "trajectory_length"):
-        results[f"estimator gae_compaction lam={reading}"] = best_of(
-            lambda r=reading: advantages(batch, "gae_compaction", gamma=1.0, lam=r, alpha=1.5), args.repeats
-        )
-    for name in NORMALISERS:
-        results[f"normaliser {name}"] = best_of(
-            lambda n=name: loss_weights(batch, n, overlong_mask=True), args.repeats
-        )
-    if not args.skip_python_loop:
-        results["python_loop (segment-local GAE)"] = best_of(
-            lambda: reference.gae(batch, mode="segment_local", **gae_opts), 1, warmup=False
-        )
-
+    results = measure(batch, args.repeats, python_loop=not args.skip_python_loop)
     base = results["time_loop (baseline)"]
     floor = results["copy_floor"]
     print(f"{'what':<45} {'ms':>10} {'x vs time_loop':>15} {'x of copy floor':>16} {'Mtok/s':>9}")

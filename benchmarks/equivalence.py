@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from simlab import names
-from simlab.analysis import power
+from simlab.analysis.statistics import power
 from simlab.config import RunConfig, resolve
 from simlab.sinks import JsonlSink
 from simlab.train import train
@@ -146,7 +146,7 @@ class Paired:
 
 
 def tost(old: np.ndarray, new: np.ndarray, margin: float = MARGIN) -> Paired:
-    """The seeds' paired TOST (``simlab.analysis.power.tost`` on n - 1 degrees of freedom)."""
+    """The seeds' paired TOST (``simlab.analysis.statistics.power.tost`` on n - 1 degrees of freedom)."""
     d = new - old
     mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
     return Paired(d.size, mean, se, power.tost(mean, se, d.size - 1, margin, alpha=ALPHA))

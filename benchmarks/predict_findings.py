@@ -1,7 +1,7 @@
 """The credit campaign's predictions: the route model's expected gradient per finding, dose and arm.
 
 Run before any run of the dose-response specs (sweeps/findings/*-dose.toml); its table is what their
-headers and docs/findings.md quote. The model (simlab.analysis.predict) is one decision, the route at the
+headers and docs/findings.md quote. The model (simlab.analysis.replication.predict) is one decision, the route at the
 first step, with each route's rollout kinds as calibrated on the two-route PeekRead families: the base
 model reads about half the time, a reader without a burst succeeds about 90% of the time, a peeker about
 35% (the fact shows in a quarter of the peeks), a burst reader compacts into three segments with the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from simlab.analysis.predict import Choice, Kind, RouteModel, expected_gradient
+from simlab.analysis.replication.predict import Choice, Kind, RouteModel, expected_gradient
 
 READER, PEEKER = 0.90, 0.35
 """Success of a reader without a burst and of a peeker (the base models of the routes family)."""

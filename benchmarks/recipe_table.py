@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from simlab.analysis.findings_data import SpecData, live_data, read_export, write_export
-from simlab.analysis.outcomes import run_gains
-from simlab.analysis.power import t_quantile
-from simlab.analysis.stats import rank_with_ties
+from simlab.analysis.replication.data import SpecData, live_data, read_export, write_export
+from simlab.analysis.statistics.outcomes import run_gains
+from simlab.analysis.statistics.power import t_quantile
+from simlab.analysis.statistics.stats import rank_with_ties
 from simlab.sweep.backend import _simlab_build
 from simlab.sweep.shipped import locate
 from simlab.sweep.spec_parse import load_spec

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
-    from simlab.config import RunConfig
     from simlab.sweep.spec import SweepSpec
+
+
+class _Config(Protocol):
+    """A resolved run config as this module sees it (not imported: :mod:`simlab.config` imports this one)."""
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied."""
+
+
+Config = TypeVar("Config", bound=_Config)
 
 ENV = "SIMLAB_SMOKE"
 """The environment variable; any value but empty or ``0`` turns smoke size on."""
@@ -35,7 +44,7 @@ def on() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def shrink(cfg: RunConfig) -> RunConfig:
+def shrink(cfg: Config) -> Config:
     """A resolved run config at smoke size when smoke size is on (each capped setting at most its cap)."""
     if not on():
         return cfg
@@ -51,5 +60,4 @@ def shrink_spec(spec: SweepSpec) -> SweepSpec:
     :data:`TRIALS` sampled trials (a grid keeps every cell)."""
     if not on():
         return spec
-    trials = None if spec.n_trials is None else min(spec.n_trials, TRIALS)
-    return dataclasses.replace(spec, seeds=tuple(spec.seeds[:SEEDS]), n_trials=trials)
+    return dataclasses.replace(spec, seeds=tuple(spec.seeds[:SEEDS]), plan=spec.plan.at_most(TRIALS))

@@ -102,11 +102,6 @@ class StudyStore:
     kind: Literal["journal", "postgresql", "sqlite"]
 
     @property
-    def is_rdb(self) -> bool:
-        """Whether the study lives in a database (PostgreSQL or SQLite) rather than a journal file."""
-        return self.kind != "journal"
-
-    @property
     def shown(self) -> str:
         """The location fit to print (the password replaced)."""
         return shown(self.location)

@@ -101,11 +101,12 @@ def check_clip(name: str, value: float) -> float:
 
 @dataclass(frozen=True)
 class PolicyLossStats:
-    """Diagnostics of one policy-loss evaluation, weighted like the loss."""
+    """Diagnostics of one policy-loss evaluation, weighted like the loss: 0-d tensors on the loss's device
+    (reading one waits for the device, so the trainer reads an update's all at once)."""
 
-    clip_fraction: float
+    clip_fraction: Tensor
     """Weighted share of tokens whose ratio was clipped."""
-    approx_kl: float
+    approx_kl: Tensor
     """Weighted k3 estimate of KL(old || new): E[(r - 1) - log r]."""
 
 
@@ -141,8 +142,8 @@ def clipped_policy_loss(
         total = weights.sum().clamp_min(1e-12)
         was_clipped = (clipped < unclipped).to(weights.dtype)
         stats = PolicyLossStats(
-            clip_fraction=float((weights * was_clipped).sum() / total),
-            approx_kl=float((weights * (torch.exp(log_ratio) - 1.0 - log_ratio)).sum() / total),
+            clip_fraction=(weights * was_clipped).sum() / total,
+            approx_kl=(weights * (torch.exp(log_ratio) - 1.0 - log_ratio)).sum() / total,
         )
     return loss, stats
 
@@ -164,7 +165,7 @@ def explained_variance(values: Tensor, targets: Tensor, mask: Tensor) -> float:
     return float(1.0 - (t - v).var() / var_t)
 
 
-def weighted_entropy(entropy: Tensor, weights: Tensor) -> float:
-    """Weighted mean token entropy, for logging."""
+def weighted_entropy(entropy: Tensor, weights: Tensor) -> Tensor:
+    """Weighted mean token entropy, for logging (a 0-d tensor on the device; NaN when no token has weight)."""
     total = weights.sum()
-    return float((weights * entropy).sum() / total) if total > 0 else float("nan")
+    return torch.where(total > 0, (weights * entropy).sum() / total, torch.full_like(total, math.nan))

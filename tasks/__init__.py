@@ -2,7 +2,7 @@
 
 ``from simlab import tasks`` registers ``simlab/KeyRecall-v0``, ``simlab/PointerChase-v0`` and ``simlab/PeekRead-v0``,
 each with a single env (``gymnasium.make``) and a native vector env (``gymnasium.make_vec``). The token
-protocol they follow is in the README's token-protocol section; named parameter sets are in
+protocol they follow is in docs/tasks-and-harness.md's token-protocol section; named parameter sets are in
 ``simlab.tasks.presets``.
 """
 

@@ -1,8 +1,8 @@
 """Task presets: named parameter sets sized for a tiny transformer on a 2-core CPU.
 
 Each preset pairs a task config with the harness settings it was calibrated under (window W, trigger,
-summary length m, tail k, caps S and H). ``simlab inspect --task NAME`` runs one; the README's preset table has
-their oracle / scripted / random success rates.
+summary length m, tail k, caps S and H). ``simlab inspect --task NAME`` runs one; the calibration table
+of docs/tasks-and-harness.md has their oracle / scripted / random success rates.
 """
 
 from __future__ import annotations

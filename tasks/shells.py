@@ -48,7 +48,7 @@ def _configure(task: TaskSpec, config: TaskConfig | None, overrides: dict[str, A
 
 
 def _metadata(task: TaskSpec, cfg: TaskConfig) -> dict[str, Any]:
-    """The protocol metadata the harness reads (see the README's token-protocol section)."""
+    """The protocol metadata the harness reads (see docs/tasks-and-harness.md's token-protocol section)."""
     return {
         "render_modes": [],
         "simlab_task": task.name,

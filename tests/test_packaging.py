@@ -84,8 +84,8 @@ def test_regular_install_then_a_sweep_from_another_folder(tmp_path: Path) -> Non
             p.name for p in (REPO / "sweeps" / folder).glob("*.toml")), folder
     assert sorted(p.name for p in (shipped / "analysis" / "findings").glob("*.*")) == sorted(
         p.name for p in (REPO / "analysis" / "findings").glob("*.*"))  # per-run CSVs, histories, episodes
-    from simlab.analysis.findings import load_rows
-    from simlab.analysis.findings_data import export_paths
+    from simlab.analysis.replication.data import export_paths
+    from simlab.analysis.replication.table import load_rows
 
     rows = json.loads(_run([str(venv / "bin" / "simlab"), "findings", "--source", "exports", "--json"],
                            cwd=work, env=env).stdout)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simlab.analysis.audit_data import load_published
-from simlab.analysis.findings_spec import parse_rows
+from simlab.analysis.audit.data import load_published
+from simlab.analysis.replication.spec import parse_rows
 from simlab.config import RunConfig, resolve
 from simlab.errors import ConfigError, FindingsError, SpecError
 from simlab.harness.config import HarnessConfig

@@ -29,8 +29,7 @@ def audit(
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
     from simlab.analysis.audit import audit as run_audit
-    from simlab.analysis.audit import to_markdown
-    from simlab.analysis.audit_data import load_published
+    from simlab.analysis.audit import load_published, to_markdown
     from simlab.analysis.tables import check_output_dir, write_tables
 
     try:
@@ -189,8 +188,8 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
 
 def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
     """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
-    from simlab.analysis.power import SUCCESS_LEVEL, check_levels, success_level_ok
     from simlab.analysis.report import Levels
+    from simlab.analysis.statistics.power import SUCCESS_LEVEL, check_levels, success_level_ok
 
     if not (math.isfinite(effect) and effect > 0):
         raise ConfigError.invalid("--effect", effect, "choose an effect size > 0 points")
@@ -228,9 +227,8 @@ def findings(
     ] = None,
 ) -> None:
     """Each published finding beside simlab's difference, its control and a verdict (a compact table)."""
-    from simlab.analysis import findings as fd
-    from simlab.analysis import findings_text
-    from simlab.analysis.power import check_levels
+    from simlab.analysis import replication as rep
+    from simlab.analysis.statistics.power import check_levels
     from simlab.analysis.tables import check_output_dir
 
     try:
@@ -245,20 +243,20 @@ def findings(
             from simlab import stores
 
             stores.check_run_store(tracking_uri, stores.home())
-        rows = fd.load_rows(specs or fd.SPEC_DIR)
+        rows = rep.load_rows(specs or rep.SPEC_DIR)
         if export:
-            for path in fd.export(rows, tracking_uri=tracking_uri):
+            for path in rep.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
-        found = fd.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
-                          levels=fd.Levels(alpha, power))
+        found = rep.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
+                          levels=rep.Levels(alpha, power))
     except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
-    for path in fd.dose_figures(found, figures) if figures is not None else []:
+    for path in rep.dose_figures(found, figures) if figures is not None else []:
         typer.echo(f"figure {path}", err=True)
     if json_out:
         typer.echo(json.dumps(json_safe(found.rows), indent=2))
     else:
-        typer.echo(findings_text.to_markdown(found) if markdown else findings_text.to_compact(found))
+        typer.echo(rep.to_markdown(found) if markdown else rep.to_compact(found))
 
 
 @app.command()

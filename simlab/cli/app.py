@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType
 
 
 class _PlainFlags:
@@ -59,7 +61,7 @@ def _plain_metavar(param: Any) -> None:
 class _Typer(typer.Typer):
     """Every command of the app is a :class:`PlainHelpCommand`."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Any:
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
         kwargs.setdefault("cls", PlainHelpCommand)
         return super().command(*args, **kwargs)
 

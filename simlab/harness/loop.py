@@ -7,7 +7,7 @@ segment from the prompt, the summary and a verbatim tail, and never cuts inside 
 segment's tokens are recorded so that a trainer can recompute log-probs over them: a segment is
 exactly the context its generated tokens were conditioned on, plus those tokens.
 
-Context layout (see the README's token-protocol section):
+Context layout (see docs/tasks-and-harness.md's token-protocol section):
 ``BOS prompt [SUMMARY s_1..s_m] (ACT a OBS o_1..o_n)* ...`` and, when the segment ends in a
 compaction, ``... VSUM version s_1..s_m``. The answer turn is ``ANSWER a``.
 

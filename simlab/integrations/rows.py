@@ -119,7 +119,8 @@ def _scores(rewards: Any, shape: tuple[int, int]) -> FloatArray:
     ``token_level_rewards``)."""
     arr = np.asarray(rewards, dtype=np.float64)
     if arr.ndim == 2:
-        return _grid("rewards", arr, shape[0]).sum(axis=1)
+        summed: FloatArray = _grid("rewards", arr, shape[0]).sum(axis=1)
+        return summed
     if arr.shape != (shape[0],):
         raise RowsError.invalid("rewards.shape", arr.shape, f"give ({shape[0]},) per row or {shape} per token")
     _finite("rewards", arr)

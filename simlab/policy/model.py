@@ -65,7 +65,8 @@ class KVCache:
         """(A * T * H,) indices into a buffer viewed as (B * H * S, D) of each token's slot in each head,
         for rows (A,) and slots (A, T): a write then copies whole D-vectors (``index_copy_``)."""
         _, H, S, _ = self.k[0].shape
-        return ((rows[:, None, None] * H + np.arange(H)[None, None, :]) * S + slots[:, :, None]).reshape(-1)
+        index: np.ndarray = (rows[:, None, None] * H + np.arange(H)[None, None, :]) * S + slots[:, :, None]
+        return index.reshape(-1)
 
     def write(self, layer: int, step: CachedStep, k: Tensor, v: Tensor) -> None:
         """Store the new tokens' keys and values, each (A, T, H, D), at ``step``'s slots."""
@@ -125,7 +126,8 @@ class CausalSelfAttention(nn.Module):
             k, v, mask = k.to(q.dtype), v.to(q.dtype), step.mask
         y = self._attend(q, k, v, mask)  # (B, H, T, D)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-        return self.resid_drop(self.proj(y))
+        out: Tensor = self.resid_drop(self.proj(y))
+        return out
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """softmax(q k^T / sqrt(D)) v with ``mask`` (True = attend), or plain causal when it is None."""
@@ -154,7 +156,8 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """dropout(proj(gelu(fc(x)))), shape-preserving (B, T, C)."""
-        return self.drop(self.proj(F.gelu(self.fc(x))))
+        out: Tensor = self.drop(self.proj(F.gelu(self.fc(x))))
+        return out
 
 
 class Block(nn.Module):
@@ -172,7 +175,8 @@ class Block(nn.Module):
     ) -> Tensor:
         """x + attn(ln(x)), then x + mlp(ln(x)); with a cache, the attention appends to it."""
         x = x + self.attn(self.ln_1(x), cache, layer, step)
-        return x + self.mlp(self.ln_2(x))
+        out: Tensor = x + self.mlp(self.ln_2(x))
+        return out
 
 
 class PolicyOutput(NamedTuple):
@@ -316,7 +320,7 @@ class Policy(nn.Module):
             x = self.drop(self.wte(safe_tokens) + self.wpe(safe_pos))  # (A, T, C)
             for layer, block in enumerate(self.blocks):
                 x = block(x, cache, layer, step)
-            h = self.ln_f(x)
+            h: Tensor = self.ln_f(x)
         cache.lengths[index] = new_lengths
         return h
 

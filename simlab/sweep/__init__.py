@@ -1,8 +1,11 @@
 """Sweeps: TOML specs (:mod:`.spec`), trial backends (:mod:`.backend`) and the Optuna runner.
 
-The runner is four modules: the coordinator (:mod:`.runner`), the study and its trials table
-(:mod:`.study`), one trial in a worker (:mod:`.trial`), and every write to a trial's state
-(:mod:`.lifecycle`); a database study's pieces are in :mod:`.rdb`.
+A spec (:mod:`.spec`) is a search space (:mod:`.space`: ranges, axes, cells) and a plan. A sweep's two
+modes are types: its plan, one per sampler (:mod:`.plan`: grid, tpe), and its trial queue,
+one per kind of study storage (:mod:`.queue`: journal file, database; a database's heartbeat and lock are
+in :mod:`.rdb`). The runner is four modules over them: the coordinator (:mod:`.runner`), the study and its
+trials table (:mod:`.study`), one trial in a worker (:mod:`.trial`), and every write to a trial's state
+(:mod:`.lifecycle`). One function turns a cell into a run config: :meth:`.backend.TrialBackend.config`.
 
 The only package that imports optuna. Import those modules lazily: parsing a spec needs no optuna.
 """

@@ -8,6 +8,8 @@ processes can load it themselves instead of unpickling closures.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,8 @@ from simlab.sinks import MetricSink
 
 if TYPE_CHECKING:
     from simlab.config import RunConfig
+    from simlab.sweep.space import Cell
+    from simlab.sweep.spec import SweepSpec
 
 DEFAULT_BACKEND = "simlab.sweep.backend:SIMLAB"
 SWEEP_SEEDS = {"base.seed": "run", "eval.seed": "run"}
@@ -48,6 +52,10 @@ class TrialBackend:
     prepare: Callable[[list[Any], Path, int], None] | None = None
     """(configs, store folder, workers): build what trials share (the cached base checkpoints) once, in
     the coordinator, on up to ``workers`` processes, before any trial."""
+
+    def config(self, spec: SweepSpec, cell: Cell) -> Any:
+        """The resolved config of one cell of ``spec``: its settings at the cell's point, for its seed."""
+        return self.build(spec.settings(cell.params), cell.seed)
 
 
 def load_backend(path: str) -> TrialBackend:
@@ -130,10 +138,19 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
     bar.close()
 
 
+def limit_threads() -> None:
+    """One thread per worker process (trials and base builds run side by side)."""
+    # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
+    # set_num_threads one already imported; importing torch here would cost every worker seconds
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _one_base(cfg: RunConfig, store: Path) -> Path:
     """One base checkpoint in a pool process, on one thread like a trial."""
-    from simlab.sweep.trial import limit_threads
-
     limit_threads()
     from simlab.train.base import base_checkpoint
 

@@ -3,33 +3,38 @@
 Two pieces, each Optuna's own mechanism or the database's:
 
 - **Optuna's heartbeat** (:class:`optuna.storages.RDBStorage` ``heartbeat_interval``): a worker records a
-  heartbeat for its trial every interval (:class:`.lifecycle.Beat`). Any process that reaps
-  (:func:`.lifecycle.reap`) fails the RUNNING trials whose last heartbeat is older than the grace period,
-  whichever host ran them, and hands each to the storage's ``heartbeat_stale_trial_callback``
-  (:class:`.lifecycle.RequeueStale`: record why, end the MLflow run, queue the cell again).
+  heartbeat for its trial every interval (:class:`Beat`). Any process that reaps
+  (:meth:`.queue.DatabaseQueue.reap`) fails the RUNNING trials whose last heartbeat is older than the grace
+  period, whichever host ran them, and hands each to the storage's ``heartbeat_stale_trial_callback``
+  (:class:`RequeueStale`: record why, end the MLflow run, queue the cell again).
 - **A lock in the database** around reconcile + enqueue (:func:`study_lock`): a PostgreSQL session
   advisory lock keyed by the study name, so that hosts starting the same spec at once enqueue each cell
   once; PostgreSQL releases it when the holder's connection drops, so a killed holder blocks nobody.
 
 ``Study.optimize`` runs Optuna's own beat thread, but the runner claims queued trials itself, so
-:class:`.lifecycle.Beat` records the heartbeat through the same ``RDBStorage.record_heartbeat``.
+:class:`Beat` records the heartbeat through the same ``RDBStorage.record_heartbeat``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hashlib
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
-from optuna.storages import BaseStorage, RDBStorage
-from optuna.trial import FrozenTrial
+from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial, TrialState
 
+from simlab import tracking
+from simlab.names import ATTR_CELL, ATTR_REPLACES, ATTR_RUN, ATTR_SEED
 from simlab.stores import file_lock, sqlite_path
+from simlab.sweep.lifecycle import who
 
 HEARTBEAT_S = 10
 """Default seconds between heartbeats."""
@@ -58,12 +63,6 @@ def open_rdb(url: str, *, heartbeat: int = HEARTBEAT_S, on_stale: StaleCallback 
             grace_period=GRACE_FACTOR * heartbeat,
             heartbeat_stale_trial_callback=on_stale,
         )
-
-
-def heartbeat_on(storage: BaseStorage) -> bool:
-    """Does ``storage`` (an RDB storage, or the cache Optuna wraps one in) run Optuna's heartbeat?"""
-    interval = getattr(storage, "get_heartbeat_interval", None)
-    return interval is not None and interval() is not None
 
 
 def _lock_key(name: str) -> int:
@@ -98,3 +97,77 @@ def study_lock(url: str, name: str) -> Iterator[None]:
             with contextlib.suppress(Exception):  # a dropped connection has released the lock already
                 conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
                 conn.commit()
+
+
+# --- the heartbeat, and what a stale trial becomes ---
+
+
+class Beat:
+    """Records Optuna's heartbeat for one trial until stopped; sets :attr:`lost` once the trial is no
+    longer RUNNING (another process failed it as stale: this worker must not finish it)."""
+
+    def __init__(self, storage: BaseStorage, trial_id: int) -> None:
+        self.storage = storage
+        self.trial_id = trial_id
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Beat:
+        """Record a first heartbeat and start the thread that keeps recording them."""
+        self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+        # a daemon: a worker stopped by Ctrl-C must not stay alive beating for a trial it abandoned
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(self.storage.get_heartbeat_interval(),),  # type: ignore[attr-defined]
+            daemon=True,
+            name="simlab-heartbeat",
+        )
+        self._thread.start()
+        return self
+
+    def _run(self, interval: int) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+                if self.storage.get_trial(self.trial_id).state != TrialState.RUNNING:
+                    self.lost.set()
+                    return
+            except Exception:  # a database hiccup: the next beat tries again; the grace period allows it
+                continue
+
+    def stop(self) -> None:
+        """Stop the heartbeat thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class RequeueStale:
+    """Optuna's ``heartbeat_stale_trial_callback`` for a database study: a trial's worker stopped its
+    heartbeat (killed, or its host lost), whichever host it ran on.
+
+    Records why on the trial's MLflow run, ends the run KILLED and, for a grid cell, queues the cell
+    again with Optuna's ``RetryHeartbeatStaleTrialCallback`` (the new trial keeps the cell's fixed
+    parameters and the retry history). A tpe trial is not replayed: a new sample takes its place.
+    """
+
+    def __init__(self, tracking_uri: str | None) -> None:
+        self.tracking_uri = tracking_uri
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Record why the stale trial ended, end its MLflow run, and queue its cell again."""
+        # Optuna has already made the trial FAIL, so its attrs are frozen: the reason goes to its MLflow
+        # run and to the retry (trial_table reads it back from there)
+        reason = f"killed: trial {trial.number}'s worker ({who(trial)}) stopped its heartbeat; its cell is run again"
+        run_id = trial.user_attrs.get(ATTR_RUN)
+        if run_id and self.tracking_uri:
+            with contextlib.suppress(Exception):  # the orphan sweep in reconcile ends it otherwise
+                tracking.finish_run(tracking.Store(self.tracking_uri, None).client(), run_id, "KILLED", reason)
+        if "fixed_params" in trial.system_attrs and ATTR_CELL in trial.user_attrs:
+            retry = copy.deepcopy(trial)
+            # the cell, not the dead worker's owner and run
+            retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL], ATTR_REPLACES: trial.number}
+            if ATTR_SEED in trial.user_attrs:
+                retry.user_attrs[ATTR_SEED] = trial.user_attrs[ATTR_SEED]
+            RetryHeartbeatStaleTrialCallback()(study, retry)

@@ -25,19 +25,10 @@ from simlab.errors import ConfigError, SpecError
 from simlab.rules import check_value, ints
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
-from simlab.sweep.spec import SweepSpec, probe_settings
-from simlab.sweep.study import (
-    FINAL_IN_RUN,
-    enqueue_missing,
-    make_pruner,
-    make_sampler,
-    open_storage,
-    reconcile,
-    results_dir,
-    storage_lock,
-    tpe_remaining,
-    write_trials,
-)
+from simlab.sweep.queue import TrialQueue, trial_queue
+from simlab.sweep.space import Cell
+from simlab.sweep.spec import SweepSpec
+from simlab.sweep.study import FINAL_FAILURES, FINAL_IN_RUN, make_pruner, reconcile, results_dir, write_trials
 from simlab.sweep.trial import TrialContext, TrialOutcome, open_study, run_one
 
 # --- the coordinator ---
@@ -67,13 +58,14 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
     """Resolve every probe configuration, and check the objective is a metric the backend can return,
     before anything is written (raises :class:`SpecError`)."""
     seen: set[str] = set()
-    for settings in probe_settings(spec):
+    for point in spec.plan.probes(spec):
+        settings = spec.settings(point)
         key = json.dumps(settings, sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
         try:
-            cfg = backend.build(settings, spec.seeds[0])
+            cfg = backend.config(spec, Cell(point, spec.seeds[0]))
         except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
             where = ", ".join(f"{k}={v!r}" for k, v in settings.items() if k != "preset")
             raise SpecError(f"{exc} (in the configuration {where})") from None
@@ -97,22 +89,20 @@ class OpenSweep:
     ctx: TrialContext
     reconciled: list[int]
 
-    def todo(self) -> int:
-        """Trials still to run: waiting grid cells, or the tpe trials ``n_trials`` still allows."""
-        if self.spec.sampler == "grid":
-            return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-        return tpe_remaining(self.study, self.spec, self.ctx.final)
+    @property
+    def queue(self) -> TrialQueue:
+        """The study's trial queue (its storage's kind)."""
+        return self.ctx.queue
 
-    def lock(self) -> contextlib.AbstractContextManager[None]:
-        """The study's lock (a file lock beside a journal, the database's for an RDB study)."""
-        return storage_lock(self.study_store.location, self.spec.name)
+    def todo(self) -> int:
+        """Trials still to run, as the plan counts them (waiting cells, or samples ``n_trials`` allows)."""
+        return self.spec.plan.todo(self.study, self.spec, self.ctx.final)
 
     def refresh(self) -> list[int]:
         """Reconcile and enqueue what is missing, under the study's lock; the trials it failed."""
-        with self.lock():
-            failed = reconcile(self.study, self.client, self.ctx.experiment_id)
-            if self.spec.sampler == "grid":
-                enqueue_missing(self.study, self.spec, self.ctx.final)
+        with self.queue.lock(self.spec.name):
+            failed = reconcile(self.study, self.queue, self.client, self.ctx.experiment_id)
+            self.spec.plan.enqueue(self.study, self.spec, self.ctx.final)
         return failed
 
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float,
@@ -139,19 +129,17 @@ class OpenSweep:
         return not busy and self.todo() == 0
 
 
-def _create_study(
-    spec: SweepSpec, study_store: stores.StudyStore, heartbeat: int, tracking_uri: str
-) -> optuna.Study:
+def _create_study(spec: SweepSpec, study_store: stores.StudyStore, queue: TrialQueue) -> optuna.Study:
     """Create or load the sweep's study; a changed spec under the same name is refused before MLflow is
     touched (its fingerprint is stored on the study)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     direction: Literal["minimize", "maximize"] = "minimize" if spec.objective.direction == "minimize" else "maximize"
     study = optuna.create_study(
         study_name=spec.name,
-        storage=open_storage(study_store.location, heartbeat, tracking_uri),
+        storage=queue.open(),
         load_if_exists=True,
         direction=direction,
-        sampler=make_sampler(spec),
+        sampler=spec.plan.sampler(),
         pruner=make_pruner(spec),
     )
     known = study.user_attrs.get(names.STUDY_FINGERPRINT)
@@ -203,18 +191,17 @@ def open_sweep(
     study_store, uri, artifact_root = stores.preflight(storage, tracking_uri, root)
     validate(spec, load_backend(backend))
     store = tracking.Store(uri, artifact_root)
-    location = study_store.location
+    queue = trial_queue(study_store.location, heartbeat, store.tracking_uri)
 
-    with storage_lock(location, spec.name):  # hosts starting at once: one creates the tables, the study
-        study = _create_study(spec, study_store, heartbeat, store.tracking_uri)  # the first write
+    with queue.lock(spec.name):  # hosts starting at once: one creates the tables, the study
+        study = _create_study(spec, study_store, queue)  # the first write
         client, experiment_id, parent_run_id, provenance = _open_runs(spec, store, study_store)
-        reconciled = reconcile(study, client, experiment_id)
-        if spec.sampler == "grid":
-            enqueue_missing(study, spec)
+        reconciled = reconcile(study, queue, client, experiment_id)
+        spec.plan.enqueue(study, spec, FINAL_FAILURES)
     ctx = TrialContext(
         spec=spec,
         backend=backend,
-        storage=location,
+        storage=study_store.location,
         tracking_uri=store.tracking_uri,
         artifact_root=store.artifact_root,
         experiment_id=experiment_id,
@@ -234,8 +221,8 @@ def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int =
     if trial_backend.prepare is None:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
-    points = probe_settings(sweep.spec)
-    cfgs = [trial_backend.build(settings, seed) for seed in sweep.spec.seeds for settings in points]
+    points = sweep.spec.plan.probes(sweep.spec)
+    cfgs = [trial_backend.config(sweep.spec, Cell(point, seed)) for seed in sweep.spec.seeds for point in points]
     trial_backend.prepare(cfgs, sweep.root / "mlruns", workers)
 
 
@@ -262,7 +249,7 @@ def drain(
                 running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
                 echo(f"waiting for {running} trial(s) running in other processes ...")
                 waiting_said = True
-            time.sleep(sweep.ctx.heartbeat if sweep.study_store.is_rdb else 2.0)
+            time.sleep(sweep.queue.poll_s)
 
 
 def machine_cores() -> int:
@@ -295,7 +282,7 @@ def run_sweep(
     todo = sweep.todo()
     if sweep.reconciled:
         echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
-    total = len(spec.cells()) if spec.sampler == "grid" else int(spec.n_trials or 0)
+    total = spec.plan.total(spec)
     echo(
         f"sweep {spec.name!r}: {todo} of {total} trial(s) to run on {workers} worker(s); "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(store.tracking_uri)}"

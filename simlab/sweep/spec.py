@@ -1,11 +1,12 @@
 """Sweep specifications: the frozen dataclasses a parsed spec is, and the probe settings it is checked with.
 
-A spec names a base configuration, a search space (grid lists or distributions per config key path),
+A spec names a base configuration, a search space (grid lists or distributions per config key path:
+:mod:`simlab.sweep.space`),
 named variants (bundles of settings that move together, e.g. a recipe at a matched effective horizon),
-the seeds, the objective, the sampler and an optional pruner. :mod:`simlab.sweep.spec_parse` reads the
-TOML (:func:`~simlab.sweep.spec_parse.load_spec`, :func:`~simlab.sweep.spec_parse.parse_spec`) and is the
-one place a spec is checked; :func:`probe_settings` gives the settings the runner resolves before
-anything is written.
+the seeds, the objective, the sampler's plan (:mod:`simlab.sweep.plan`) and an optional pruner.
+:mod:`simlab.sweep.spec_parse` reads the TOML (:func:`~simlab.sweep.spec_parse.load_spec`,
+:func:`~simlab.sweep.spec_parse.parse_spec`) and is the one place a spec is checked; :func:`probe_settings`
+gives the settings the runner resolves before anything is written.
 """
 
 from __future__ import annotations
@@ -14,22 +15,25 @@ import functools
 import hashlib
 import itertools
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from simlab.rules import COUNT_MAX, TABLE, Real, Says
-from simlab.rules import refuse as _refuse
 from simlab.schema import flatten
+from simlab.sweep.space import Axis, Cell, Scalar
+
+__all__ = ["Axis", "Base", "Cell", "Objective", "PrunerSpec", "SweepSpec", "Variant", "key_paths", "probe_settings"]
+"""Axis and Cell are the search space's (:mod:`simlab.sweep.space`), named here too for the spec's readers."""
+
+if TYPE_CHECKING:
+    from simlab.sweep.plan import Plan
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 Name = Annotated[str, Field(pattern=NAME), Says("give letters, digits, '_', '.' or '-'")]
 """A study, experiment or variant name."""
-Scalar = str | int | float | bool
-"""A setting's value (strict: a bool is a bool, a number is finite)."""
 Setting = Annotated[Scalar | list[Scalar], Says("give a finite number, a string, a boolean or a list of them")]
 """A setting: a scalar, or a list of them (a (min, max) pair)."""
 
@@ -44,72 +48,6 @@ def key_paths(table: Any, *, ranges: bool = False) -> Any:
 
 Settings = Annotated[dict[str, Setting], BeforeValidator(key_paths)]
 """Key path -> value."""
-
-
-class Distribution(BaseModel):
-    """A range Optuna samples from (sampler ``tpe``); what each kind takes is checked in :meth:`_kind`."""
-
-    model_config = TABLE
-    kind: Literal["float", "int", "categorical"] = Field(alias="type")
-    """``float``, ``int`` or ``categorical``."""
-    low: Real = 0.0
-    """Lower bound (float and int)."""
-    high: Real = 0.0
-    """Upper bound, inclusive (float and int)."""
-    log: bool = False
-    """Sample on a log scale (float and int; needs ``low > 0``)."""
-    step: Real | None = None
-    """Optional discretisation step (float and int; not with ``log``)."""
-    choices: list[Scalar] = Field(default_factory=list)
-    """The values of a ``categorical``."""
-
-    @model_validator(mode="after")
-    def _kind(self) -> Self:
-        """The keys each kind takes, and its range's order."""
-        given = self.model_fields_set - {"kind"}
-        if self.kind == "categorical":
-            return self._categorical(given)
-        return self._range(given)
-
-    def _range(self, given: set[str]) -> Self:
-        if "choices" in given:
-            raise _refuse(f"a {self.kind} range takes low, high, log and step", suffix=".choices", value=self.choices)
-        is_int = self.kind == "int"
-        what = "an integer" if is_int else "a finite number"
-        for key in ("low", "high", "step"):
-            value = getattr(self, key) if key in given else None
-            if (key != "step" and value is None) or (is_int and value is not None and not isinstance(value, int)):
-                raise _refuse(f"give {what}", suffix=f".{key}", value=value)
-        if self.high <= self.low:
-            raise _refuse(f"give {what} greater than low={self.low!r}", suffix=".high", value=self.high)
-        if self.log and self.low <= 0:
-            raise _refuse("a log-scale range needs low > 0", suffix=".low", value=self.low)
-        if self.step is not None and (self.step <= 0 or self.log):
-            raise _refuse(f"give {what} > 0, and no step with log = true", suffix=".step", value=self.step)
-        return self
-
-    def _categorical(self, given: set[str]) -> Self:
-        if given - {"choices"}:
-            extra = sorted(given - {"choices"})[0]
-            raise _refuse("a categorical takes only choices", suffix=f".{extra}", value=getattr(self, extra))
-        if not self.choices:
-            raise _refuse("give a non-empty list of numbers, strings or booleans", suffix=".choices",
-                          value=self.choices)
-        if len(set(map(repr, self.choices))) != len(self.choices):
-            raise _refuse("list each choice once", suffix=".choices", value=self.choices)
-        return self
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One swept config key: either a grid of values or a distribution."""
-
-    key: str
-    """Config key path (``train.lr``) or ``preset`` / ``recipe``."""
-    grid: tuple[Any, ...] | None = None
-    """Every value to try (sampler ``grid``; a categorical for ``tpe``)."""
-    dist: Distribution | None = None
-    """The range to sample (sampler ``tpe`` only)."""
 
 
 class Variant(BaseModel):
@@ -159,37 +97,6 @@ class Base(BaseModel):
     """Key path -> value applied over the presets."""
 
 
-BASE_VARIANT = "base"
-"""The variant of a sweep without a search space (seeds only)."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run to make: a point of the space and a seed."""
-
-    params: dict[str, Any]
-    """Optuna parameters: swept key paths, ``variant`` when there are variants."""
-    seed: int
-    """The trial's seed."""
-
-    @property
-    def key(self) -> str:
-        """Canonical identity of the cell (stored on the trial; equal cells have equal keys)."""
-        return json.dumps({"params": self.params, "seed": self.seed}, sort_keys=True)
-
-    @property
-    def variant(self) -> str:
-        """The label without the seed: what ``simlab report`` pools seeds over (``base`` for an empty space)."""
-        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
-        return ",".join(parts) or BASE_VARIANT
-
-    @property
-    def label(self) -> str:
-        """Short human label for run names and tables."""
-        prefix = "" if not self.params else self.variant + ","
-        return f"{prefix}seed={self.seed}"
-
-
 @dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep."""
@@ -208,14 +115,23 @@ class SweepSpec:
     """Seeds; every grid point runs once per seed."""
     objective: Objective
     """What a trial returns for Optuna."""
-    sampler: str
-    """``grid`` (every cell x seed, enqueued) or ``tpe``."""
+    plan: Plan
+    """The sampler's plan: :class:`~simlab.sweep.plan.GridPlan` (every cell x seed, enqueued) or
+    :class:`~simlab.sweep.plan.TpePlan` (``n_trials`` samples)."""
     pruner: PrunerSpec
     """Early stopping (``nop`` by default)."""
-    n_trials: int | None
-    """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
     baseline: str | None = None
     """The variant (a cell label without the seed) ``simlab report`` differences against by default."""
+
+    @property
+    def sampler(self) -> str:
+        """``grid`` or ``tpe``: the plan's name."""
+        return self.plan.name
+
+    @property
+    def n_trials(self) -> int | None:
+        """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
+        return self.plan.n_trials
 
     def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The trial's settings: preset, recipe and every key path, later layers winning."""
@@ -269,65 +185,12 @@ class SweepSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-PROBE_LIMIT = 256
-"""Most configurations a tpe spec's probes resolve (every combination while there are this few)."""
-
-
-def _probe_values(axis: Axis) -> tuple[Any, ...]:
-    """What to try of one axis: a grid's values, a categorical's choices, an int range's values when it
-    has at most 8 (rules such as divisibility bite in between), else a range's two ends."""
-    if axis.grid is not None:
-        return axis.grid
-    d = axis.dist
-    assert d is not None
-    if d.kind == "categorical":
-        return tuple(d.choices)
-    step = d.step if d.step is not None else (1 if d.kind == "int" else None)
-    if step is None:
-        return (d.low, d.high)
-    last = d.low + step * math.floor((d.high - d.low) / step + 1e-9)  # the highest value Optuna can sample
-    if d.kind == "int" and (last - d.low) // step < 8:
-        return tuple(range(int(d.low), int(last) + 1, int(step)))
-    return (d.low, int(last) if d.kind == "int" else last)
-
-
-def _combinations(values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Every combination of the axes' probe values while there are at most :data:`PROBE_LIMIT`, else
-    every combination of their ends, else every pair of axes at every pair of ends (the rest at their
-    low end): values valid one by one can still be invalid together (a window and a T_comp)."""
-    if math.prod(len(v) for v in values) <= PROBE_LIMIT:
-        return list(itertools.product(*values))
-    ends = [(v[0], v[-1]) if len(v) > 1 else v for v in values]
-    if math.prod(len(v) for v in ends) <= PROBE_LIMIT:
-        return list(itertools.product(*ends))
-    low = [v[0] for v in ends]
-    out = []
-    for i, j in itertools.combinations(range(len(ends)), 2):
-        for a, b in itertools.product(ends[i], ends[j]):
-            combo = list(low)
-            combo[i], combo[j] = a, b
-            out.append(tuple(combo))
-    return out
-
-
 def probe_settings(spec: SweepSpec) -> list[dict[str, Any]]:
     """Settings that exercise the spec before anything runs: each grid point, or for ``tpe`` the
-    combinations of its ranges' probe values (:func:`_combinations`) under each variant.
+    combinations of its ranges' probe values under each variant (:meth:`~simlab.sweep.plan.TpePlan.probes`).
 
     The runner resolves each through the trial backend before anything is written, so an unknown key
     path, an out-of-range value or values that clash fail the whole sweep up front instead of failing
     trials one by one.
     """
-    if spec.sampler == "grid":
-        return [spec.settings(p) for p in spec.grid_points()]
-    keys = [axis.key for axis in spec.axes]
-    combos = _combinations([_probe_values(axis) for axis in spec.axes])
-    variants: list[str | None] = [v.name for v in spec.variants] or [None]
-    probes = []
-    for variant in variants:
-        for combo in combos:
-            params: dict[str, Any] = dict(zip(keys, combo, strict=True))
-            if variant is not None:
-                params["variant"] = variant
-            probes.append(spec.settings(params))
-    return probes
+    return [spec.settings(point) for point in spec.plan.probes(spec)]

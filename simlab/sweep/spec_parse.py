@@ -23,11 +23,10 @@ from simlab.errors import SpecError
 from simlab.registry import Registry
 from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value
 from simlab.schema import read_toml
+from simlab.sweep.plan import PLANS, Plan
+from simlab.sweep.space import Axis, Cell, Distribution
 from simlab.sweep.spec import (
-    Axis,
     Base,
-    Cell,
-    Distribution,
     Name,
     Objective,
     PrunerSpec,
@@ -69,7 +68,7 @@ class SpecFile(BaseModel):
     baseline: str | None = None
     findings: list[dict[str, Any]] = Field(default_factory=list)
     """Pre-registered finding rows (``sweeps/findings/``), read by ``simlab findings``
-    (:mod:`simlab.analysis.findings_spec` validates them); the runner ignores them."""
+    (:mod:`simlab.analysis.replication.spec` validates them); the runner ignores them."""
 
 
 def _name_registries() -> dict[str, Registry[Any]]:
@@ -96,29 +95,26 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     involves several parts, in file order.
     """
     file: SpecFile = check_value("", dict(raw), SpecFile, SpecError)
-    _check_header(file)
+    plan = _check_header(file)
     _check_settings("base.overrides", file.base.overrides, TOP_LEVEL_SETTINGS)
-    axes = tuple(_parse_axis(key, value, file.sampler) for key, value in file.space.items())
+    axes = tuple(_parse_axis(key, value, plan) for key, value in file.space.items())
     _check_variants(file.variants, file.space)
     if not axes and not file.variants:
         raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
     spec = SweepSpec(
         name=file.name or default_name, description=file.description, base=file.base, axes=axes,
-        variants=tuple(file.variants), seeds=tuple(file.seeds), objective=file.objective, sampler=file.sampler,
-        pruner=file.pruner, n_trials=file.n_trials,
+        variants=tuple(file.variants), seeds=tuple(file.seeds), objective=file.objective, plan=plan,
+        pruner=file.pruner,
     )
     return _with_baseline(spec, file.baseline)
 
 
-def _check_header(file: SpecFile) -> None:
-    """Seeds listed once; ``n_trials`` exactly when the sampler is ``tpe``."""
+def _check_header(file: SpecFile) -> Plan:
+    """Seeds listed once; the sampler's plan (``n_trials`` exactly when the sampler is ``tpe``)."""
     dupes = sorted(s for s, n in Counter(file.seeds).items() if n > 1)  # linear: 120,000 seeds took 60 s
     if dupes:
         raise _bad("seeds", file.seeds, f"list each seed once (repeated: {dupes})")
-    if file.sampler == "tpe" and file.n_trials is None:
-        raise _bad("n_trials", None, f"sampler 'tpe' needs an integer in [1, {COUNT_MAX}]")
-    if file.sampler == "grid" and file.n_trials is not None:
-        raise _bad("n_trials", file.n_trials, "sampler 'grid' runs every cell x seed; remove n_trials")
+    return PLANS[file.sampler].parse(file.n_trials)
 
 
 def _check_settings(where: str, settings: Mapping[str, Any], top_level: tuple[str, ...] = ()) -> None:
@@ -144,14 +140,13 @@ def _check_registered(shown: str, key: str, values: list[Any]) -> None:
             raise _bad(shown, values if len(values) > 1 else v, f"choose one of {registry.choices()}")
 
 
-def _parse_axis(key: str, value: Any, sampler: str) -> Axis:
+def _parse_axis(key: str, value: Any, plan: Plan) -> Axis:
     shown = f"space.{key}"
     if key in RESERVED:
         raise SpecError(f"`{shown}` is reserved; list seeds under `seeds` and bundles under `[[variants]]`")
     if isinstance(value, dict):
         dist: Distribution = check_value(shown, value, Distribution, SpecError)
-        if sampler == "grid":
-            raise _bad(shown, value, "sampler 'grid' needs a list of values; use sampler = 'tpe' for distributions")
+        plan.check_axis(shown, value)
         if dist.kind == "categorical":
             _check_registered(f"{shown}.choices", key, dist.choices)
         return Axis(key, dist=dist)
@@ -183,8 +178,7 @@ def _check_variants(variants: list[Variant], space: Mapping[str, Any]) -> None:
 def _with_baseline(spec: SweepSpec, baseline: Any) -> SweepSpec:
     if baseline is None:
         return spec
-    if spec.sampler != "grid":
-        raise _bad("baseline", baseline, "a baseline needs `sampler = 'grid'` (a tpe sweep has no fixed cells)")
+    spec.plan.check_baseline(baseline)
     known = [Cell(point, spec.seeds[0]).variant for point in spec.grid_points()]
     if baseline not in known:
         raise _bad("baseline", baseline, f"choose one of the grid's variants: {', '.join(map(repr, known))}")

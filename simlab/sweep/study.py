@@ -1,12 +1,12 @@
-"""A sweep's study: where it lives, its lock, how a grid cell maps to a trial, reconcile and enqueue,
-and the trials table.
+"""A sweep's study: reconcile and enqueue, and the trials table (where it lives and its lock are its
+queue's, :mod:`.queue`; which trials it runs, its plan's, :mod:`.plan`).
 
 - **Grid x seeds are enqueued explicitly**, one waiting trial per missing cell, under the study's lock.
   ``GridSampler`` re-samples points after a crash and ``enqueue_trial(skip_if_exists=True)`` also skips
   cells whose only trial FAILED, so neither gives "each cell exactly once".
 - **Stale trials are reconciled here**: a rerun fails the trials whose worker died (found by
-  :mod:`.lifecycle`: Optuna's heartbeat for a database study, the owner's process for a journal, which
-  has none), ends their MLflow runs KILLED, and enqueues their cells again. Finished trials and runs are
+  its queue: Optuna's heartbeat for a database study, the owner's process for a journal, which has
+  none), ends their MLflow runs KILLED, and enqueues their cells again. Finished trials and runs are
   never touched.
 """
 
@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 import polars as pl
-from optuna.storages import BaseStorage, JournalStorage
-from optuna.storages.journal import JournalFileBackend
-from optuna.trial import FrozenTrial, TrialState
+from optuna.storages import BaseStorage
+from optuna.trial import TrialState
 
-from simlab import names, stores, tracking
-from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_REASON, ATTR_REPLACES, ATTR_RUN, ATTR_SEED
+from simlab import names, tracking
+from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
 from simlab.sweep import lifecycle, rdb
-from simlab.sweep.spec import Cell, SweepSpec
+from simlab.sweep.plan import GridPlan
+from simlab.sweep.queue import TrialQueue, trial_queue
+from simlab.sweep.spec import SweepSpec
 
-JOURNAL_NAME = stores.JOURNAL_NAME
 FINAL_FAILURES = ("diverged",)
 """Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
 FINAL_IN_RUN = (*FINAL_FAILURES, "error")
@@ -37,87 +37,22 @@ FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 ``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
 
 
-# --- where things live ---
-
-
-def storage_location(storage: str | None, root: Path) -> str:
-    """``--storage`` as given (RDB URL or journal file path), else ``<root>/mlruns/optuna-journal.log``."""
-    return stores.study_store(storage, root).location
+# --- where things live (the queue's, by location) ---
 
 
 def open_storage(
     location: str, heartbeat: int = rdb.HEARTBEAT_S, tracking_uri: str | None = None
 ) -> BaseStorage:
-    """A journal file (safe for processes on one host) or an RDB URL (PostgreSQL for several hosts).
-
-    An RDB storage runs Optuna's heartbeat; its stale trials go to :class:`.lifecycle.RequeueStale`,
-    which ends their MLflow runs in ``tracking_uri``.
-    """
-    if "://" in location:
-        return rdb.open_rdb(location, heartbeat=heartbeat, on_stale=lifecycle.RequeueStale(tracking_uri))
-    Path(location).parent.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(location))
+    """The storage of the study at ``location``, a journal file or a database URL (:func:`.queue.trial_queue`)."""
+    return trial_queue(location, heartbeat, tracking_uri).open()
 
 
-@contextlib.contextmanager
-def storage_lock(location: str, name: str = "") -> Iterator[None]:
-    """Serialise reconcile + enqueue between processes sharing a study: a file lock beside a journal
-    file, the database's lock for an RDB storage (hosts starting the same spec at once)."""
-    if "://" in location:
-        with rdb.study_lock(location, name):
-            yield
-        return
-    Path(location).parent.mkdir(parents=True, exist_ok=True)
-    with stores.file_lock(location):
-        yield
-
-
-# --- Optuna parameter encoding (categoricals hold scalars only) ---
-
-
-def encode(value: Any) -> Any:
-    """A grid value as an Optuna categorical holds it: a list becomes its JSON text."""
-    return json.dumps(value) if isinstance(value, list) else value
-
-
-def decode(value: Any, grid: Sequence[Any] | None) -> Any:
-    """The grid value back from :func:`encode` (JSON text is a list only where the grid holds lists)."""
-    if isinstance(value, str) and grid is not None and any(isinstance(g, list) for g in grid):
-        with contextlib.suppress(json.JSONDecodeError):
-            return json.loads(value)
-    return value
-
-
-def cell_params(cell: Cell) -> dict[str, Any]:
-    """A cell's point as Optuna parameters, list values JSON-encoded (categoricals hold scalars only). The
-    seed is no parameter: it goes in the trial's user attributes (:func:`cell_attrs`), so that Optuna's
-    parameter importance ranks the searched axes only."""
-    return {k: encode(v) for k, v in cell.params.items()}
-
-
-def cell_attrs(cell: Cell) -> dict[str, Any]:
-    """The user attributes a queued cell starts with: its identity and its seed."""
-    return {ATTR_CELL: cell.key, ATTR_SEED: cell.seed}
-
-
-def trial_seed(trial: optuna.Trial | FrozenTrial, spec: SweepSpec) -> int:
-    """A trial's seed: its cell's (grid; a study from before the seed left the parameters recorded it
-    there too), else the seeds in turn over the trial numbers (tpe)."""
-    cell = trial.user_attrs.get(ATTR_CELL)
-    if cell is not None:
-        return int(json.loads(cell)["seed"])
-    return spec.seeds[trial.number % len(spec.seeds)]
+def storage_lock(location: str, name: str = "") -> contextlib.AbstractContextManager[None]:
+    """The lock of the study at ``location`` around reconcile + enqueue (:func:`.queue.trial_queue`)."""
+    return trial_queue(location).lock(name)
 
 
 # --- study setup, reconcile, enqueue ---
-
-
-def make_sampler(spec: SweepSpec, seed: int | None = None) -> optuna.samplers.BaseSampler:
-    """TPE for a tpe spec; a random sampler for a grid, whose trials all come from the queue with fixed params."""
-    if spec.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
-    # grid trials all come from the queue with fixed params; the sampler never chooses a value
-    return optuna.samplers.RandomSampler(seed=seed)
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
@@ -134,17 +69,10 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def _done_or_busy(t: FrozenTrial, final: Sequence[str] = FINAL_FAILURES) -> bool:
-    """Does this trial account for its cell (so the cell must not be enqueued again)?"""
-    if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return t.state == TrialState.FAIL and t.user_attrs.get(ATTR_FAILURE) in final
-
-
-def reconcile(study: optuna.Study, client: Any, experiment_id: str) -> list[int]:
-    """Mark trials whose worker died FAIL (kind ``killed``, :func:`.lifecycle.reap`) and every orphaned
-    RUNNING MLflow run ended. Returns the numbers of the trials it failed."""
-    failed = lifecycle.reap(study)
+def reconcile(study: optuna.Study, queue: TrialQueue, client: Any, experiment_id: str) -> list[int]:
+    """Mark trials whose worker died FAIL (kind ``killed``, found by the ``queue``'s reap) and every
+    orphaned RUNNING MLflow run ended. Returns the numbers of the trials it failed."""
+    failed = queue.reap(study)
     close_orphan_runs(study, client, experiment_id)
     return failed
 
@@ -172,21 +100,8 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
 
 
 def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
-    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued."""
-    have = {t.user_attrs.get(ATTR_CELL) for t in study.get_trials(deepcopy=False) if _done_or_busy(t, final)}
-    added = 0
-    for cell in spec.cells():
-        if cell.key not in have:
-            lifecycle.queue(study, cell_params(cell), cell_attrs(cell))
-            added += 1
-    return added
-
-
-def tpe_remaining(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
-    """Trials a tpe sweep still needs: ``n_trials`` minus those already done or under way."""
-    assert spec.n_trials is not None
-    return max(0, spec.n_trials - sum(_done_or_busy(t, final) for t in study.get_trials(deepcopy=False)))
-
+    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued (:class:`.plan.GridPlan`)."""
+    return GridPlan().enqueue(study, spec, final)
 
 
 # --- the results table ---

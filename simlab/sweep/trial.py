@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,20 +21,11 @@ from optuna.trial import TrialState
 from simlab import names, tracking
 from simlab.names import ATTR_OWNER, ATTR_RUN
 from simlab.sweep import lifecycle, rdb
-from simlab.sweep.backend import TrialBackend, load_backend
-from simlab.sweep.spec import Cell, SweepSpec
-from simlab.sweep.study import (
-    FINAL_FAILURES,
-    cell_attrs,
-    decode,
-    encode,
-    make_pruner,
-    make_sampler,
-    open_storage,
-    storage_lock,
-    tpe_remaining,
-    trial_seed,
-)
+from simlab.sweep.backend import TrialBackend, limit_threads, load_backend
+from simlab.sweep.queue import TrialQueue, trial_queue
+from simlab.sweep.space import Cell
+from simlab.sweep.spec import SweepSpec
+from simlab.sweep.study import FINAL_FAILURES, make_pruner
 
 CURVE_KEYS = (names.EVAL_COMPACTED_SUCCESS, names.EVAL_SINGLE_WINDOW_SUCCESS, names.EVAL_COMPACTED_COMPACTION_RATE)
 """Drawn in every trial's learning-curve figure beside the objective (when the trainer logs them)."""
@@ -64,6 +54,11 @@ class TrialContext:
     final: tuple[str, ...] = FINAL_FAILURES
     """Failure kinds whose cells are not run again (:data:`FINAL_IN_RUN` once a run is under way)."""
 
+    @property
+    def queue(self) -> TrialQueue:
+        """The study's trial queue (its storage's kind)."""
+        return trial_queue(self.storage, self.heartbeat, self.tracking_uri)
+
 
 @dataclass(frozen=True)
 class TrialOutcome:
@@ -86,7 +81,7 @@ class TrialLost(RuntimeError):
 
 class TrialSink:
     """Forwards to the MLflow sink; reports the objective to Optuna (pruning); stops an orphaned worker,
-    and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.lifecycle.Beat`)."""
+    and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.rdb.Beat`)."""
 
     def __init__(
         self,
@@ -143,34 +138,17 @@ def _failure_kind(exc: BaseException) -> str:
     return "diverged" if names & {"TrainingDiverged", "FloatingPointError"} else "error"
 
 
-def limit_threads() -> None:
-    """One thread per worker process (trials and base builds run side by side)."""
-    # one thread per worker: the env vars cover a torch imported later by the trainer (read at import),
-    # set_num_threads one already imported; importing torch here would cost every worker seconds
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = "1"
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)
-
-
 def open_study(ctx: TrialContext) -> optuna.Study:
     """The sweep's study as a worker sees it (the coordinator created it)."""
-    storage = open_storage(ctx.storage, ctx.heartbeat, ctx.tracking_uri)
     spec = ctx.spec
     return optuna.load_study(
-        study_name=spec.name, storage=storage, sampler=make_sampler(spec), pruner=make_pruner(spec)
+        study_name=spec.name, storage=ctx.queue.open(), sampler=spec.plan.sampler(), pruner=make_pruner(spec)
     )
 
 
 def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
-    """The next trial to run (grid: a waiting cell; tpe: a new sample while ``n_trials`` allows), or ``None``."""
-    if ctx.spec.sampler == "grid":
-        return lifecycle.claim_waiting(study)
-    with storage_lock(ctx.storage, ctx.spec.name):  # n_trials bounds every process together
-        if tpe_remaining(study, ctx.spec, ctx.final) < 1:
-            return None
-        return lifecycle.ask(study)
+    """The next trial to run, as the spec's plan says (a waiting cell, or a new sample), or ``None``."""
+    return ctx.spec.plan.claim(study, ctx.queue, ctx.spec, ctx.final)
 
 
 def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcome:
@@ -184,7 +162,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     trial = claim(study, ctx)
     if trial is None:
         return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
-    with lifecycle.beating(study, trial) as lost:
+    with ctx.queue.beating(study, trial) as lost:
         return run_trial(ctx, study, trial, lost, start)
 
 
@@ -243,11 +221,11 @@ class _ClaimedTrial:
         return self.outcome("COMPLETE", value=float(value))
 
 
-def _build(backend: TrialBackend, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, str], Exception | None]:
+def _build(backend: TrialBackend, spec: SweepSpec, cell: Cell) -> tuple[Any, dict[str, str], Exception | None]:
     """(config, its tags, None), or (None, {}, the error): validated up front, but a sampled value can
     still be out of range, and that fails the trial, not the sweep."""
     try:
-        cfg = backend.build(settings, seed)
+        cfg = backend.config(spec, cell)
         return cfg, backend.tags(cfg), None
     except Exception as exc:
         return None, {}, exc
@@ -277,13 +255,9 @@ def run_trial(
     spec = ctx.spec
     backend: TrialBackend = load_backend(ctx.backend)
     lifecycle.record(trial, {ATTR_OWNER: {**ctx.coordinator, "worker": os.getpid()}})
-    params = _suggest(trial, spec)
-    cell = Cell(params, trial_seed(trial, spec))
-    if spec.sampler == "tpe":
-        lifecycle.record(trial, cell_attrs(cell))
-
+    cell = spec.plan.cell(trial, spec, _suggest(trial, spec))
     t0 = time.perf_counter()
-    cfg, config_tags, build_error = _build(backend, spec.settings(params), cell.seed)
+    cfg, config_tags, build_error = _build(backend, spec, cell)
     run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
     run.create_s = time.perf_counter() - t0
     if build_error is not None:
@@ -302,23 +276,7 @@ def run_trial(
 
 def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
     """The trial's parameters; for queued trials Optuna returns the enqueued (fixed) values."""
-    out: dict[str, Any] = {}
-    for axis in spec.axes:
-        if axis.grid is not None:
-            raw = trial.suggest_categorical(axis.key, [encode(v) for v in axis.grid])
-            out[axis.key] = decode(raw, axis.grid)
-            continue
-        d = axis.dist
-        assert d is not None
-        if d.kind == "categorical":
-            out[axis.key] = trial.suggest_categorical(axis.key, list(d.choices))
-            continue
-        if d.kind == "float":
-            step = None if d.step is None else float(d.step)
-            out[axis.key] = trial.suggest_float(axis.key, float(d.low), float(d.high), log=d.log, step=step)
-        else:
-            step_int = 1 if d.step is None else int(d.step)
-            out[axis.key] = trial.suggest_int(axis.key, int(d.low), int(d.high), log=d.log, step=step_int)
+    out = {axis.key: axis.suggest(trial) for axis in spec.axes}
     if spec.variants:
         out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
     return out

@@ -73,11 +73,13 @@ def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, t
     count = tb.optimised.sum().clamp_min(1)
     opt.zero_grad(set_to_none=True)
     total = torch.zeros((), device=tb.tokens.device)
+    losses = []
     for mb in length_buckets(tb.lengths, max_rows=tb.tokens.shape[0], max_tokens=max_tokens):
         loss = -score(policy, tb.take(mb), table, 1.0).logprobs.sum() / count
-        check_finite("behaviour-cloning loss", loss, step)
         loss.backward()
+        losses.append(loss.detach())
         total = total + loss.detach()
+    check_finite("behaviour-cloning loss", losses, step)  # once, before the optimiser step
     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
     opt.step()
     return total

@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -53,24 +53,31 @@ class PerTokenStats:
 
     Each mini-batch reports its own weighted mean; weighting those by the mini-batch's loss weight
     gives the whole batch's, however the batch was cut. A mini-batch with no weight (only masked or
-    dummy segments) has nothing to say.
+    dummy segments) has nothing to say. The values stay on the device as 0-d tensors until :meth:`means`
+    reads them all at once (one device sync per update, not one per mini-batch) and sums them in Python
+    floats, in mini-batch order.
     """
 
-    sums: dict[str, float] = field(default_factory=dict)
-    mass: float = 0.0
+    KEYS: ClassVar[tuple[str, ...]] = (names.LOSS_CLIP_FRACTION, names.LOSS_APPROX_KL, names.LOSS_ENTROPY)
+    rows: list[list[Tensor]] = field(default_factory=list)
+    """Per mini-batch: its loss weight, then its value of each of :attr:`KEYS`."""
 
-    def add(self, mass: float, values: dict[str, float]) -> None:
+    def add(self, mass: Tensor, values: dict[str, Tensor]) -> None:
         """Add one mini-batch's weighted means, weighted by its loss weight ``mass``."""
-        if mass <= 0:
-            return
-        self.mass += mass
-        for key, value in values.items():
-            self.sums[key] = self.sums.get(key, 0.0) + mass * value
+        self.rows.append([mass, *(values[k] for k in self.KEYS)])
 
     def means(self) -> dict[str, float]:
         """The batch's clip fraction, approximate KL and entropy (NaN when no mini-batch had weight)."""
-        keys = (names.LOSS_CLIP_FRACTION, names.LOSS_APPROX_KL, names.LOSS_ENTROPY)
-        return {k: self.sums[k] / self.mass if self.mass else math.nan for k in keys}
+        # float64 holds each float32 value exactly: the sums below are those of the values' Python floats
+        table = torch.stack([torch.stack([v.double() for v in row]) for row in self.rows]).tolist() if self.rows else []
+        mass, sums = 0.0, dict.fromkeys(self.KEYS, 0.0)
+        for weight, *values in table:
+            if weight <= 0:
+                continue
+            mass += weight
+            for key, value in zip(self.KEYS, values, strict=True):
+                sums[key] += weight * value
+        return {k: sums[k] / mass if mass else math.nan for k in self.KEYS}
 
 
 class Trainer:
@@ -178,12 +185,12 @@ class Trainer:
         else:  # old log-probs under the same masks the update uses (as verl recomputes them)
             self.policy.eval()
             old = score_in(self.scoring_batches(tb), self.policy, tb, table, t.temperature).logprobs
-        stats: dict[str, list[float]] = {names.LOSS_POLICY: [], names.LOSS_GRAD_NORM: []}
+        totals, norms = [], []
         per_token = PerTokenStats()
         self.policy.train()
         for epoch in range(t.epochs):
             self.opt.zero_grad(set_to_none=True)
-            total = torch.zeros((), device=self.device)
+            losses = []
             for mb in self.minibatches(tb):
                 sc = score(self.policy, tb.take(mb), table, t.temperature)
                 if reuse and epoch == 0:
@@ -193,18 +200,18 @@ class Trainer:
                                                eps_low=t.eps_low, eps_high=t.eps_high, ratio=t.ratio)
                 if t.entropy_coef:
                     loss = loss - t.entropy_coef * (w * sc.entropy).sum()
-                check_finite("policy loss", loss, step)
-                loss.backward()
-                total = total + loss.detach()
-                per_token.add(float(w.sum()), {names.LOSS_CLIP_FRACTION: st.clip_fraction,
-                                               names.LOSS_APPROX_KL: st.approx_kl,
-                                               names.LOSS_ENTROPY: weighted_entropy(sc.entropy.detach(), w)})
+                torch.autograd.backward(loss)
+                losses.append(loss.detach())
+                per_token.add(w.sum(), {names.LOSS_CLIP_FRACTION: st.clip_fraction, names.LOSS_APPROX_KL: st.approx_kl,
+                                        names.LOSS_ENTROPY: weighted_entropy(sc.entropy.detach(), w)})
+            check_finite("policy loss", losses, step)  # once per epoch, before the optimiser step
             norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), t.max_grad_norm)
             check_finite("policy gradient norm", norm, step)
             self.opt.step()
-            stats[names.LOSS_POLICY].append(float(total))
-            stats[names.LOSS_GRAD_NORM].append(float(norm))
-        return {**{k: float(np.mean(v)) for k, v in stats.items()}, **per_token.means()}
+            totals.append(sum(losses, torch.zeros((), device=self.device)))
+            norms.append(norm)
+        return {names.LOSS_POLICY: float(np.mean(torch.stack(totals).tolist())),
+                names.LOSS_GRAD_NORM: float(np.mean(torch.stack(norms).tolist())), **per_token.means()}
 
     def update_critic(self, tb: TokenBatch, table: Tensor, grids: dict[str, Tensor], step: int) -> dict[str, float]:
         """``value_updates`` critic regressions on the value targets; the last value loss."""
@@ -212,21 +219,21 @@ class Trainer:
         t = self.cfg.train
         opt = self.critic_opt if self.critic_opt is not None else self.opt
         self.critic.train()
-        last = math.nan
+        last = None
         for _ in range(t.value_updates):
             opt.zero_grad(set_to_none=True)
-            total = torch.zeros((), device=self.device)
+            losses = []
             for mb in self.minibatches(tb):
                 sc = score(self.critic, tb.take(mb), table, t.temperature)
                 assert sc.values is not None
                 loss = value_loss(sc.values, mb.of(grids["targets"]), mb.of(grids["value_weights"]))
-                check_finite("value loss", loss, step)
-                loss.backward()
-                total = total + loss.detach()
+                torch.autograd.backward(loss)
+                losses.append(loss.detach())
+            check_finite("value loss", losses, step)  # once per update, before the optimiser step
             torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
             opt.step()
-            last = float(total)
-        return {names.LOSS_VALUE: last}
+            last = sum(losses, torch.zeros((), device=self.device))
+        return {names.LOSS_VALUE: math.nan if last is None else float(last)}
 
     def step(self, step: int, *, policy_update: bool = True) -> dict[str, float]:
         """One RL step: rollouts, credit, updates (policy unless ``policy_update`` is False, critic), metrics."""

@@ -4,6 +4,7 @@ the maps between the credit layer's (S, max_optimised) grids and the (S, T) toke
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +154,15 @@ def score_in(batches: list[MiniBatch], policy: Policy, tb: TokenBatch, table: Te
     return TokenScores(grids[0], grids[1], grids[2] if has_values else None)
 
 
-def check_finite(name: str, value: Tensor, step: int) -> None:
-    """Raise :class:`~simlab.errors.TrainingDiverged` unless ``value`` is finite."""
-    if not bool(torch.isfinite(value).all()):
-        raise TrainingDiverged(f"{name} is {float(value)} at step {step}; stopping before the optimiser step")
+def check_finite(name: str, value: Tensor | Sequence[Tensor], step: int) -> None:
+    """Raise :class:`~simlab.errors.TrainingDiverged` unless every value is finite, naming the first that is
+    not. One device sync however many values: an update checks its mini-batches' losses together, before
+    its optimiser step, instead of waiting for the device after each mini-batch."""
+    if not isinstance(value, Tensor):
+        if not value:
+            return
+        value = torch.stack(list(value))
+    finite = torch.isfinite(value)
+    if not bool(finite.all()):
+        first = value.reshape(-1)[~finite.reshape(-1)][0]
+        raise TrainingDiverged(f"{name} is {float(first)} at step {step}; stopping before the optimiser step")

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from simlab.analysis import audit as audit_mod
-from simlab.analysis.audit import ablation_table, audit, to_markdown
-from simlab.analysis.audit_data import default_data_path, load_published
+from simlab.analysis.audit import table as audit_mod
+from simlab.analysis.audit.data import default_data_path, load_published
+from simlab.analysis.audit.table import ablation_table, audit, to_markdown
 from simlab.cli import app
 from simlab.errors import AuditDataError
 

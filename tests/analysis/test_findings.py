@@ -10,13 +10,17 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from simlab.analysis import compare, findings_text, power
-from simlab.analysis import findings as fd
-from simlab.analysis import findings_data as fdd
-from simlab.analysis import findings_spec as fs
-from simlab.analysis.compare import Judgement
-from simlab.analysis.findings_data import SpecData
-from simlab.analysis.levels import Estimate
+from simlab.analysis.replication import arms as fa
+from simlab.analysis.replication import data as fdd
+from simlab.analysis.replication import spec as fs
+from simlab.analysis.replication import table as fd
+from simlab.analysis.replication import text as findings_text
+from simlab.analysis.replication import verdicts as vd
+from simlab.analysis.replication.data import SpecData
+from simlab.analysis.statistics import compare, power
+from simlab.analysis.statistics.compare import Judgement
+from simlab.analysis.statistics.levels import Estimate
+from simlab.errors import FindingsError
 from tests.stores import run_cli
 
 METRIC = "eval/compacted/success"
@@ -112,7 +116,7 @@ def test_a_tie_is_decided_only_by_the_tost(tmp_path):
 def test_alpha_and_power_move_the_detectable_effect(tmp_path):
     f = frame({TG: [0.51, 0.49, 0.51, 0.49], RG: [0.50] * 4, CTG: [0.5] * 4, CRG: [0.5] * 4})
     plain = fd.evaluate_row(row(tmp_path), f, "store")
-    strict = fd.evaluate_row(row(tmp_path), f, "store", levels=fd.Levels(alpha=0.01, power=0.9))
+    strict = fd.evaluate_row(row(tmp_path), f, "store", levels=vd.Levels(alpha=0.01, power=0.9))
     assert strict["mde"] > plain["mde"] and (strict["alpha"], strict["power"]) == (0.01, 0.9)
 
 
@@ -155,7 +159,7 @@ def test_export_round_trip(tmp_path):
     assert fd.evaluate_row(r, again, "exports") == fd.evaluate_row(r, data, "exports")
     assert fdd.read_export("absent", tmp_path) is None
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(fd.FindingsError, match="lacks the columns"):
+    with pytest.raises(FindingsError, match="lacks the columns"):
         fdd.read_export("bad", tmp_path)
 
 
@@ -182,7 +186,7 @@ def test_export_round_trip(tmp_path):
     ],
 )
 def test_bad_rows_name_the_key(tmp_path, edit, match):
-    with pytest.raises(fd.FindingsError, match=match):
+    with pytest.raises(FindingsError, match=match):
         row(tmp_path, edit(ROW))
 
 
@@ -196,7 +200,7 @@ def test_every_shipped_finding_row_parses_and_selects_existing_variants():
     assert questions and all(r.id.startswith("Q") for r in questions)
     for r in [*rows, *questions]:
         spec = load_spec(r.spec_path)
-        variants = [fd.settings(c.variant) for c in spec.cells()]
+        variants = [fa.settings(c.variant) for c in spec.cells()]
         for arm, selector in r.arms.items():
             assert any(all(v.get(k) in allowed for k, allowed in selector.items()) for v in variants), (r.id, arm)
 
@@ -224,7 +228,7 @@ def test_a_control_expected_to_move_the_other_way(tmp_path):
     assert fd.evaluate_row(r, up, "store")["verdict"] == "reproduced"  # the control rose: not the finding's way
     down = frame({TG: [0.40, 0.41, 0.40], RG: [0.50, 0.51, 0.50], CTG: [0.50, 0.52, 0.51], CRG: [0.60, 0.61, 0.60]})
     assert fd.evaluate_row(r, down, "store")["verdict"] == "control moved"
-    with pytest.raises(fd.FindingsError, match="control_expect='sideways'"):
+    with pytest.raises(FindingsError, match="control_expect='sideways'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ncontrol_expect = "sideways"'))
 
 
@@ -284,16 +288,16 @@ def test_an_area_asked_of_runs_with_one_evaluation_names_the_row(tmp_path):
     r = row(tmp_path, ROW.replace('metric = "eval/compacted/success"', auc))
     f = frame({TG: [0.5] * 3, RG: [0.5] * 3, CTG: [0.5] * 3, CRG: [0.5] * 3})
     one = pl.DataFrame({"run_id": f.runs.get_column("run_id"), "key": METRIC, "step": 0, "value": 0.5})
-    with pytest.raises(fd.FindingsError, match=r"toy.toml: `findings.9.statistic='auc'` is invalid; an area needs"):
+    with pytest.raises(FindingsError, match=r"toy.toml: `findings.9.statistic='auc'` is invalid; an area needs"):
         fd.evaluate_row(r, SpecData(f.runs, one), "store")
     two = pl.concat([one, one.with_columns(pl.lit(4).alias("step"), pl.lit(0.75).alias("value"))])
     assert fd.evaluate_row(r, SpecData(f.runs, two), "store")["difference"] == pytest.approx(0.0)
 
 
 def test_a_bad_statistic_or_threshold_names_the_key(tmp_path):
-    with pytest.raises(fd.FindingsError, match="statistic='median'` is invalid; choose one of"):
+    with pytest.raises(FindingsError, match="statistic='median'` is invalid; choose one of"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "median"'))
-    with pytest.raises(fd.FindingsError, match="threshold=None` is invalid; steps_to needs"):
+    with pytest.raises(FindingsError, match="threshold=None` is invalid; steps_to needs"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\nstatistic = "steps_to"'))
 
 
@@ -312,7 +316,7 @@ def test_dose_rows_draw_a_dose_response_figure(tmp_path):
     auc = [{**r, "statistic": "auc"} for r in rows]  # a second outcome of the same doses: its own figure
     paths = fd.dose_figures(fd.Findings([*rows, *auc], {}), out)
     assert [p.name for p in paths] == ["toy-finding-final.png", "toy-finding-auc.png"]
-    with pytest.raises(fd.FindingsError, match="dose='high'"):
+    with pytest.raises(FindingsError, match="dose='high'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ndose = "high"'))
 
 
@@ -354,8 +358,8 @@ TIED_CONTROL = _judged(0.0, 0.2)  # its 90% interval +-0.38 lies inside +-2: a d
     ],
 )
 def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | None, verdict: str, by: str) -> None:
-    family = None if family_p is None else fd.Family(family_p, 15, "credit-dose")
-    got = fd.verdict(row(tmp_path), _judged(mean, se), TIED_CONTROL, family)
+    family = None if family_p is None else vd.Family(family_p, 15, "credit-dose")
+    got = vd.verdict(row(tmp_path), _judged(mean, se), TIED_CONTROL, family)
     assert (got.verdict, got.by) == (verdict, by)
     if by == "size":
         # the seeds that bring the 90% interval beyond the margin, from the per-seed SD 0.8 sqrt(8)
@@ -366,8 +370,8 @@ def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | 
 
 def test_a_harness_check_holds_and_never_reads_reproduced(tmp_path) -> None:
     check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
-    assert fd.verdict(check, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "holds"
-    assert fd.verdict(check, _judged(6.0, 0.8), TIED_CONTROL).verdict == "fails"
+    assert vd.verdict(check, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "holds"
+    assert vd.verdict(check, _judged(6.0, 0.8), TIED_CONTROL).verdict == "fails"
 
 
 def test_holm_families_are_one_campaign_and_leave_checks_out(tmp_path) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from simlab.analysis import compare, levels
+from simlab.analysis.statistics import compare, levels
 
 
 def _frame(y: np.ndarray, shared: bool) -> pl.DataFrame:

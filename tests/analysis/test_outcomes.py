@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from simlab.analysis import outcomes
+from simlab.analysis.statistics import outcomes
 from simlab.errors import ConfigError
 
 

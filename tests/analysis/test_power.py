@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from simlab.analysis import power
+from simlab.analysis.statistics import power
 from simlab.errors import ConfigError
 
 

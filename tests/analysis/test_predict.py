@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simlab.analysis.predict import Choice, Kind, RouteModel, expected_gradient
+from simlab.analysis.replication.predict import Choice, Kind, RouteModel, expected_gradient
 
 
 def test_two_deterministic_routes_by_hand() -> None:

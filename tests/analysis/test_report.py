@@ -24,10 +24,11 @@ import pytest
 from scipy import stats as sps
 
 from simlab import names, tracking
-from simlab.analysis import figures, levels
-from simlab.analysis import report as rp
-from simlab.analysis import report_health as rh
-from simlab.analysis import report_published as rpub
+from simlab.analysis.report import build as rp
+from simlab.analysis.report import figures
+from simlab.analysis.report import health as rh
+from simlab.analysis.report import published as rpub
+from simlab.analysis.statistics import levels
 from tests.stores import run_cli
 
 N = 50

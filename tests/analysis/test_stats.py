@@ -1,4 +1,4 @@
-"""simlab.analysis.stats: hand-computed SEs, the seed-spread combination, sigma, like-for-like, ranking."""
+"""simlab.analysis.statistics.stats: hand-computed SEs, the seed-spread combination, sigma, like-for-like, ranking."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simlab.analysis import stats
+from simlab.analysis.statistics import stats
 from simlab.errors import ConfigError
 
 rates = st.floats(0.0, 1.0, allow_nan=False)

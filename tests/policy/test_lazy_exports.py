@@ -1,5 +1,6 @@
-"""simlab.policy and simlab.harness load their names on first use (simlab.lazy): the config layer reads
-PolicyConfig without torch, and the command line reads HarnessConfig without the rollout loop."""
+"""simlab.policy, simlab.harness and the analysis subpackages load their names on first use (simlab.lazy): the
+config layer reads PolicyConfig without torch, the command line reads HarnessConfig without the rollout loop, and
+one module of an analysis package loads none of its others."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import pytest
 
 import simlab.harness as harness
 import simlab.policy as policy
+from simlab.analysis import audit, replication, report, statistics
+
+PACKAGES = [policy, harness, statistics, audit, report, replication]
+IDS = ["policy", "harness", "analysis.statistics", "analysis.audit", "analysis.report", "analysis.replication"]
 
 
-@pytest.mark.parametrize("package", [policy, harness], ids=["policy", "harness"])
+@pytest.mark.parametrize("package", PACKAGES, ids=IDS)
 def test_every_exported_name_has_one_home_and_loads(package: object) -> None:
     home = package._HOME  # type: ignore[attr-defined]
     assert sorted(package.__all__) == sorted(n for names in home.values() for n in names)  # type: ignore[attr-defined]
@@ -23,7 +28,7 @@ def test_every_exported_name_has_one_home_and_loads(package: object) -> None:
             assert getattr(package, name) is getattr(submodule, name), name
 
 
-@pytest.mark.parametrize("package", [policy, harness], ids=["policy", "harness"])
+@pytest.mark.parametrize("package", PACKAGES, ids=IDS)
 def test_an_unknown_name_is_an_attribute_error(package: object) -> None:
     with pytest.raises(AttributeError, match="Nope"):
         package.Nope  # type: ignore[attr-defined]  # noqa: B018

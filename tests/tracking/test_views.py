@@ -112,7 +112,7 @@ def test_the_parent_logs_the_summary_and_the_views_are_written_as_mlflow_reads_t
     client = store.client()
     experiment_id = tracking.ensure_experiment(client, "views", store)
     parent, trials = _sweep(client, experiment_id)
-    table = pl.DataFrame({  # the columns of simlab.analysis.report.variant_table that the summary reads
+    table = pl.DataFrame({  # the columns of simlab.analysis.report.build.variant_table that the summary reads
         "evaluation": ["compacted", "compacted"], "statistic": ["final", "final"], "variant": ["steps=0", "steps=10"],
         "baseline": ["steps=0", "steps=0"], "mean": [50.41, 74.72], "se": [1.81, 1.62],
         "difference": [0.0, 24.31], "se_difference": [0.0, 0.47], "sigma": [math.nan, 51.86],

@@ -27,7 +27,7 @@ SYNC = "sync"
 
 
 @register_trainer(TRAINER_NAME)
-class SimlabTrainerSync(PPOTrainerSync):
+class SimlabTrainerSync(PPOTrainerSync):  # type: ignore[misc]  # verl is not followed (pyproject): its classes are Any
     """verl's synchronous PPO trainer whose advantages are simlab's (``+algorithm.simlab.*``)."""
 
     @property

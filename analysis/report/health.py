@@ -2,7 +2,7 @@
 
 Owns the per-variant means and SEs over seeds of the quantities that move with the credit choice (loss
 weight against token share, the baseline's shift) and of each evaluation's health (overlong rate, segments
-per episode, summaries holding the answer); the success rates are :mod:`simlab.analysis.report`'s.
+per episode, summaries holding the answer); the success rates are :mod:`simlab.analysis.report.build`'s.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 
 from simlab import names
-from simlab.analysis import stats
-from simlab.analysis.figures import mechanism_table
-from simlab.analysis.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns, eval_health_keys
+from simlab.analysis.report.figures import mechanism_table
+from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns, eval_health_keys
+from simlab.analysis.statistics import stats
 
 
 def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:

@@ -2,8 +2,8 @@
 
 Owns pairing the variants that differ only in an ablation's setting (ablated - full, like the papers print
 it) and judging the pair's difference against the published direction. The published ablations come from
-:func:`simlab.analysis.audit.ablation_table`, the variant rows from
-:func:`simlab.analysis.report.variant_table`.
+:func:`simlab.analysis.audit.table.ablation_table`, the variant rows from
+:func:`simlab.analysis.report.build.variant_table`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import polars as pl
 
-from simlab.analysis import compare, power, stats
-from simlab.analysis.audit import ablation_table
-from simlab.analysis.levels import Estimate
+from simlab.analysis.audit.table import ablation_table
+from simlab.analysis.statistics import compare, power, stats
+from simlab.analysis.statistics.levels import Estimate
 
 
 def _settings(variant: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ learns, not where it ends; final success cannot show it. The speed outcomes read
 
 Rates come out in points. From per-episode outcomes, ``final`` and ``auc`` are also given per held-out
 instance (the AUC over the instances evaluated at every step, the intermediate subset), which is what
-lets :mod:`simlab.analysis.levels` put both seeds and instances into their SE; so is ``gain`` (paired by
+lets :mod:`simlab.analysis.statistics.levels` put both seeds and instances into their SE; so is ``gain`` (paired by
 instance: the intermediate subset, evaluated at step 0 and at the end); ``steps_to`` is a property
 of the whole curve and has only a per-run value.
 """

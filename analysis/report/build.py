@@ -1,12 +1,11 @@
 """``simlab report``: a sweep's variants with every difference beside its standard error, and figures.
 
 Owns pooling each grid cell's seeds into a variant, the variant and learning-speed tables, and writing
-the report; reading the runs is :mod:`simlab.analysis.runs`, the figures :mod:`simlab.analysis.figures`, the
-health tables :mod:`simlab.analysis.report_health`, the Markdown :mod:`simlab.analysis.report_text`, and the
-arithmetic :mod:`simlab.analysis.compare` (means and differences with SEs over seeds and held-out instances,
-power, TOST), the same code ``simlab findings`` judges its rows with. The published ablations, from
-:func:`simlab.analysis.audit.ablation_table`, are set beside the variants by
-:mod:`simlab.analysis.report_published`.
+the report; reading the runs is :mod:`.runs`, the figures :mod:`.figures`, the health tables :mod:`.health`,
+the Markdown :mod:`.text`, and the arithmetic :mod:`simlab.analysis.statistics.compare` (means and
+differences with SEs over seeds and held-out instances, power, TOST), the same code ``simlab findings``
+judges its rows with. The published ablations, from :func:`simlab.analysis.audit.table.ablation_table`, are
+set beside the variants by :mod:`.published`.
 
 Units: success rates in percentage points; learning speed as the normalised area under the evaluation
 curve (points) and the RL steps to a threshold.
@@ -22,12 +21,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from simlab.analysis import compare, outcomes, power, stats
-from simlab.analysis.compare import Arm, Judgement
-from simlab.analysis.figures import FIGURES, write_figures
-from simlab.analysis.report_health import credit_table, evaluation_table
-from simlab.analysis.report_published import against_published
-from simlab.analysis.runs import EVALUATIONS, TOKENS_KEY, SweepRuns, load_runs, shared_held_out
+from simlab.analysis.report.figures import FIGURES, write_figures
+from simlab.analysis.report.health import credit_table, evaluation_table
+from simlab.analysis.report.published import against_published
+from simlab.analysis.report.runs import EVALUATIONS, TOKENS_KEY, SweepRuns, load_runs, shared_held_out
+from simlab.analysis.statistics import compare, outcomes, power, stats
+from simlab.analysis.statistics.compare import Arm, Judgement
 from simlab.analysis.tables import check_output_dir, write_tables
 from simlab.errors import ReportError
 
@@ -318,7 +317,7 @@ def build_report(
 ) -> Report:
     """Load, tabulate, render and write the report; attach it to the sweep's parent run when ``log``."""
     from simlab import tracking
-    from simlab.analysis.report_text import to_markdown
+    from simlab.analysis.report.text import to_markdown
 
     levels = levels or Levels()
     if out is not None:

@@ -73,7 +73,7 @@ class Estimate:
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """The t interval mean +- t((1 + level) / 2; df) se."""
-        from simlab.analysis.power import t_quantile
+        from simlab.analysis.statistics.power import t_quantile
 
         half = t_quantile((1 + level) / 2, self.df) * self.se if self.se > 0 else 0.0
         return self.mean - half, self.mean + half

@@ -1,8 +1,8 @@
 """The published-results audit: load the papers' figures, recompute every claim, judge it.
 
 Owns the audit table; the data, ``published.toml`` with its sources, is read by
-:mod:`simlab.analysis.audit_data`. Every difference, standard error, significance ratio, like-for-like
-flag and verdict is computed here from the data file with :mod:`simlab.analysis.stats`, the same code
+:mod:`simlab.analysis.audit.data`. Every difference, standard error, significance ratio, like-for-like
+flag and verdict is computed here from the data file with :mod:`simlab.analysis.statistics.stats`, the same code
 ``simlab report`` applies to simlab's own sweeps.
 
 A published figure p (points) measured on ``eval_size`` x ``runs`` episodes is treated as one pooled
@@ -18,8 +18,8 @@ from decimal import Decimal
 
 import polars as pl
 
-from simlab.analysis import stats
-from simlab.analysis.audit_data import Claim, Published, Score, load_published
+from simlab.analysis.audit.data import Claim, Published, Score, load_published
+from simlab.analysis.statistics import stats
 from simlab.analysis.tables import markdown_table
 
 

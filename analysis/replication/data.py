@@ -23,8 +23,8 @@ import polars as pl
 from simlab import names
 from simlab.errors import FindingsError
 
-EXPORT_DIR = Path(__file__).resolve().parent / "findings"
-"""Where the per-sweep exports are committed."""
+EXPORT_DIR = Path(__file__).resolve().parents[1] / "findings"
+"""Where the per-sweep exports are committed: ``analysis/findings/``, beside this package."""
 REDUCES = ("final", "first", "mean")
 HISTORY_SCHEMA = {"run_id": pl.String, "key": pl.String, "step": pl.Int64, "value": pl.Float64}
 

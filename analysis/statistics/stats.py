@@ -2,8 +2,8 @@
 
 Shared by ``simlab audit`` (published results) and ``simlab report`` (simlab's own sweeps), so that a
 published difference and a simulated one are judged by the same arithmetic. Every function is pure. The
-two-level SEs of simlab's own runs (seeds and held-out instances) are :mod:`simlab.analysis.levels`; power
-and equivalence are :mod:`simlab.analysis.power`.
+two-level SEs of simlab's own runs (seeds and held-out instances) are :mod:`simlab.analysis.statistics.levels`; power
+and equivalence are :mod:`simlab.analysis.statistics.power`.
 
 Units: success rates go in as fractions in [0, 1]; means, differences and standard errors of rates
 come out in percentage points (x 100), the unit the papers print. :func:`mean_se` is the exception:

@@ -1,7 +1,7 @@
 """The findings table as text: a compact table that fits a 110-column terminal, and the full Markdown.
 
 ``simlab findings`` prints the compact form; ``--markdown`` the full one (docs/findings.md holds it);
-``--json`` the records. Rendering only: the numbers come from :mod:`simlab.analysis.findings`.
+``--json`` the records. Rendering only: the numbers come from :mod:`simlab.analysis.replication.table`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import textwrap
 from typing import Any
 
-from simlab.analysis.findings import Findings
+from simlab.analysis.replication.table import Findings
 from simlab.analysis.tables import markdown_table
 
 WIDTH = 110

@@ -1,4 +1,4 @@
-"""The report's figures, drawn from a sweep's runs (:class:`simlab.analysis.runs.SweepRuns`).
+"""The report's figures, drawn from a sweep's runs (:class:`simlab.analysis.report.runs.SweepRuns`).
 
 Every figure has a legend or direct labels, a title that fits, and axis units; an arm with a single
 point (an evaluation-only ``steps=0`` arm) is a marker with its interval, never a hidden line. A figure
@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from simlab.analysis.runs import CREDIT_KEYS, EVALUATIONS, HEALTH_KEYS, SEGMENT_KEY, SweepRuns
+from simlab.analysis.report.runs import CREDIT_KEYS, EVALUATIONS, HEALTH_KEYS, SEGMENT_KEY, SweepRuns
 
 DPI = 90
 MECHANISMS = {

@@ -2,7 +2,7 @@
 
 Owns ``published.toml`` (the data, with sources): the records it holds (scores, backbone x benchmark grids,
 claims, ablations) and their loader, which checks every field and resolves every score reference at load
-time. Judging the claims is :mod:`simlab.analysis.audit`.
+time. Judging the claims is :mod:`simlab.analysis.audit.table`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
 
-from simlab.analysis import stats
+from simlab.analysis.statistics import stats
 from simlab.errors import AuditDataError
 from simlab.rules import COUNT_MAX, TABLE, Real, check_value, refuse
 

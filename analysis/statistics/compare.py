@@ -2,7 +2,7 @@
 
 An :class:`Arm` is one variant's outcome: a value per seed, and per held-out episode where the runs kept
 their outcomes. :func:`estimate` gives its mean with an SE over seeds and instances
-(:mod:`simlab.analysis.levels`); :func:`difference` pairs two arms by seed and instance when they share
+(:mod:`simlab.analysis.statistics.levels`); :func:`difference` pairs two arms by seed and instance when they share
 them (arms of one seed share the base model, the prompt stream and the held-out instances), by seed when
 only per-seed values exist, and otherwise takes the two means as independent (Welch). :func:`judge`
 states what a difference can claim: its sigma, its 95% interval, the effect it could detect at a stated
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from simlab.analysis import levels, power
-from simlab.analysis.levels import Estimate
-from simlab.analysis.power import Tost
+from simlab.analysis.statistics import levels, power
+from simlab.analysis.statistics.levels import Estimate
+from simlab.analysis.statistics.power import Tost
 
 PAIRED_MIN_SEEDS = 3
 """Fewest shared seeds for a paired difference: with two, its spread rests on one degree of freedom."""

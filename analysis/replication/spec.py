@@ -2,7 +2,7 @@
 
 Owns the row format (:class:`FindingRow`, its keys, statistics, kinds and arms), its validation with errors
 that name the file, the key path and the bad value, and a spec's :class:`Design` (what its seeds varied,
-the held-out set behind its rates). Measuring and judging the rows is :mod:`simlab.analysis.findings`.
+the held-out set behind its rates). Measuring and judging the rows is :mod:`simlab.analysis.replication.table`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Strict, model_validator
 
 from simlab import names
-from simlab.analysis import outcomes
-from simlab.analysis.findings_data import REDUCES
-from simlab.analysis.power import SUCCESS_LEVEL, success_level_ok
+from simlab.analysis.replication.data import REDUCES
+from simlab.analysis.statistics import outcomes
+from simlab.analysis.statistics.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
 from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
 

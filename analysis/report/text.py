@@ -1,6 +1,6 @@
 """The report as Markdown: one section per table, each with a legend line for its headers.
 
-Rendering only: the numbers come from :mod:`simlab.analysis.report`. An interval and its SE always come
+Rendering only: the numbers come from :mod:`simlab.analysis.report.build`. An interval and its SE always come
 from one estimate (the t interval of the mean +- t SE), so they never contradict each other; where rows
 take their SEs from different sources, the ``SE from`` column says which and the legend says why.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from simlab.analysis.audit import like_for_like_text
-from simlab.analysis.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
+from simlab.analysis.audit.table import like_for_like_text
+from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
 from simlab.analysis.tables import markdown_table
 
 SE_FROM = {
@@ -23,7 +23,7 @@ SE_FROM = {
     "rates-bound": "seeds+instance bound",
     "seeds": "seeds",
 }
-"""How each design's SE is labelled (:data:`simlab.analysis.levels.Design`)."""
+"""How each design's SE is labelled (:data:`simlab.analysis.statistics.levels.Design`)."""
 SE_LEGEND = (
     "`SE from`: *seeds+instances*, per-episode outcomes on each seed's own held-out set (the seeds' spread "
     "holds the instance sampling); *seeds×instances*, one held-out set shared by every seed, its instance "

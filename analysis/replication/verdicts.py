@@ -1,0 +1,170 @@
+"""A finding's verdict: its judged difference and its control's, read against the published sign.
+
+The verdicts and the order they are read in are :func:`verdict`'s docstring; the alpha and power are a
+:class:`Levels`, the Holm family a row is adjusted in a :class:`Family`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from simlab.analysis.replication.spec import FindingRow
+from simlab.analysis.statistics import power
+from simlab.analysis.statistics.compare import Judgement
+
+Verdict = Literal["reproduced", "sign only", "opposite", "holds", "fails", "differs", "tie", "undecided",
+                  "control moved", "not run"]
+"""``holds`` and ``fails`` are a harness check's ``reproduced`` and ``opposite``: a check is never counted as a
+reproduced finding."""
+
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The alpha and power every row is judged at."""
+
+    alpha: float = power.ALPHA
+    power: float = power.POWER
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where a row's p-value stands in its Holm family."""
+
+    p: float
+    """The Holm-adjusted p of the row's difference."""
+    size: int
+    """The rows in the family (its credit and serving rows with a measured difference)."""
+    name: str
+
+    def text(self) -> str:
+        """``Holm p 0.120 over 15 rows of credit-dose`` (empty for a family of one)."""
+        return "" if self.size <= 1 else f"Holm p {self.p:.3f} over {self.size} rows of {self.name}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A row's verdict, its reason, and for an undecided row what is missing (``by``) and the seeds that
+    would supply it."""
+
+    verdict: Verdict
+    reason: str
+    by: Literal["", "main", "control", "vacuous", "adjustment", "size"] = ""
+    """``main``: the difference is neither significant nor a decided tie; ``control``: the control is not
+    settled; ``vacuous``: the control cannot show the mechanism absent; ``adjustment``: significant alone,
+    not after its family's Holm adjustment; ``size``: the published sign, its interval across the margin."""
+    seeds: int | None = None
+    """Seeds that would decide an undecided row (``main``, ``size``; ``control``: the control's tie)."""
+
+
+def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
+            family: Family | None = None) -> Decision:
+    """The row's verdict, read in this order.
+
+    *tie*: not significant (p >= alpha, t at the design's df) and the TOST decides it within the margin.
+    *control moved*: the control differs (p < alpha). *sign only*: significant in the published direction,
+    but the 90% interval lies inside the margin: practically zero at the published scale. *reproduced*:
+    the published direction at Holm-adjusted p < alpha, the 90% interval wholly beyond the margin, and the
+    control settled (a check reads *holds*). *opposite*: the other direction at Holm-adjusted p < alpha.
+    *undecided* otherwise, saying what would decide it.
+    """
+    if main is None:
+        return Decision("not run", "fewer than 2 seeds in an arm")
+    if not main.significant:
+        if main.decided_tie:
+            assert main.tost is not None
+            return Decision("tie", f"TOST p = {main.tost.p:.3f} within ±{main.margin:g}")
+        return Decision("undecided", _to_decide(main, "a tie"), "main", main.seeds_to_decide())
+    if _control_moved(row, control):
+        assert control is not None
+        return Decision("control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma")
+    strength = _strength(main, family)
+    adjusted = family is None or family.p < main.alpha
+    if row.sign is None:
+        if not adjusted:
+            return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
+        return Decision("differs", f"{strength}; no published sign to compare")
+    if row.control_vacuous:
+        return Decision("undecided", f"{strength}, but the control is vacuous: {row.control_vacuous}", "vacuous")
+    if not _control_settled(row, control):
+        return Decision("undecided", f"{strength}, but the control is " + (
+            "not measured" if control is None else _to_decide(control, "its tie")), "control",
+            None if control is None else control.seeds_to_decide())
+    if row.kind == "harness check":
+        return Decision("holds" if _same(row, main) else "fails", strength)
+    return _effect_verdict(row, main, adjusted, strength)
+
+
+def _effect_verdict(row: FindingRow, main: Judgement, adjusted: bool, strength: str) -> Decision:
+    """A significant difference with a settled control: its size against the margin, its direction, and
+    whether it survives its family's Holm adjustment."""
+    assert row.sign is not None
+    if main.negligible:
+        assert main.tost is not None
+        inside = f"its 90% interval [{main.tost.low:+.2f}, {main.tost.high:+.2f}] lies inside ±{main.margin:g}"
+        if _same(row, main):
+            return Decision("sign only", f"{strength} in the published direction, but {inside}: practically 0 "
+                            "at the published scale")
+        return Decision("tie", f"{inside} (TOST p = {main.tost.p:.3f}); the other sign at {strength}")
+    if not adjusted:
+        return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
+    if not _same(row, main):
+        return Decision("opposite", strength)
+    if main.margin is None:
+        return Decision("reproduced", f"{strength}; no published size to compare")
+    if main.exceeds_margin(row.sign):
+        return Decision("reproduced", strength)
+    low, high = main.interval(1 - 2 * main.alpha)
+    excess = abs(main.estimate.mean) - main.margin
+    need = power.seeds_for_effect(main.estimate.seed_sd, excess, fixed_var=main.estimate.fixed_var,
+                                  alpha=main.alpha, power=main.power) if excess > 0 else None
+    return Decision("undecided", f"{strength} in the published direction, but its 90% interval [{low:+.2f}, "
+                    f"{high:+.2f}] reaches inside ±{main.margin:g}: " + (
+                        f"{need} seeds would tell its size" if need else "its size is not above the margin"),
+                    "size", need)
+
+
+def _same(row: FindingRow, main: Judgement) -> bool:
+    return row.sign is not None and math.copysign(1.0, main.estimate.mean) == row.sign
+
+
+def _strength(main: Judgement, family: Family | None) -> str:
+    """``3.6 sigma, p 0.009 (Holm p 0.120 over 15 rows of credit-dose)``."""
+    if not math.isfinite(main.sigma):
+        return "the same in every seed, SE 0"
+    holm = family.text() if family is not None else ""
+    return f"{abs(main.sigma):.1f} sigma, p {main.p:.3f}" + (f" ({holm})" if holm else "")
+
+
+def _to_decide(j: Judgement, what: str) -> str:
+    if j.margin is None:
+        return f"no margin to decide {what} (no published delta); MDE {j.mde:.1f}"
+    need = j.seeds_to_decide()
+    if need:
+        return f"{need} seeds would decide {what}"
+    fixed = math.sqrt(j.estimate.fixed_var)
+    return (f"more seeds would not decide {what}: the held-out set every seed shares leaves ±{fixed:.1f} "
+            f"(margin ±{j.margin:g})")
+
+
+def _identical(j: Judgement) -> bool:
+    return j.estimate.se == 0 and j.estimate.mean == 0
+
+
+def _control_moved(row: FindingRow, control: Judgement | None) -> bool:
+    if control is None or not control.significant:
+        return False
+    if row.control_expect == "not-published-sign" and row.sign is not None:
+        return math.copysign(1.0, control.estimate.mean) == row.sign
+    return True
+
+
+def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
+    """The control is a decided tie (or, when it may move the other way, did not move the finding's way)."""
+    if control is None:
+        return False
+    if row.control_expect == "not-published-sign":
+        return not _control_moved(row, control)
+    return control.decided_tie or _identical(control)
