@@ -28,7 +28,7 @@ from simlab.analysis.replication.data import SpecData, live_data, read_export, w
 from simlab.analysis.statistics.outcomes import run_gains
 from simlab.analysis.statistics.power import t_quantile
 from simlab.analysis.statistics.stats import rank_with_ties
-from simlab.sweep.backend import _simlab_build
+from simlab.sweep.backend import SIMLAB
 from simlab.sweep.shipped import locate
 from simlab.sweep.spec_parse import load_spec
 
@@ -74,10 +74,11 @@ def effective_context(experiment: str) -> pl.DataFrame:
     """variant, horizon: H = L x (S + 1) of each variant's resolved run config (W without compaction), the most
     history it may carry, as the trainer computes it (``HarnessConfig.effective_horizon``)."""
     spec = load_spec(locate(experiment))
-    rows = {}
+    rows: dict[str, int] = {}
     for cell in spec.cells():
-        cfg = _simlab_build(spec.settings(cell.params), spec.seeds[0])
-        rows[f"variant={cell.params['variant']}"] = cfg.harness.effective_horizon
+        variant = f"variant={cell.params['variant']}"
+        if variant not in rows:  # H does not depend on the seed: one cell per variant
+            rows[variant] = SIMLAB.config(spec, cell).harness.effective_horizon
     return pl.DataFrame({"variant": list(rows), "horizon": list(rows.values())})
 
 

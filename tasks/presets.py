@@ -19,7 +19,6 @@ from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseCon
 LATER_FIELDS: dict[str, Any] = {"reread": False}
 """Task fields added after presets were measured, with their defaults: a preset that leaves one at its
 default hashes as it did before the field existed, so its measurements stay keyed to it."""
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Preset:
 
     def fingerprint(self) -> str:
         """A hash of everything the preset sets: a measurement recorded with it is stale once it moves."""
-        task = {k: v for k, v in plain(self.task).items() if LATER_FIELDS.get(k, _MISSING) != v}
+        task = {k: v for k, v in plain(self.task).items() if k not in LATER_FIELDS or LATER_FIELDS[k] != v}
         blob = json.dumps([task, self.harness, self.policy, self.base, self.train], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
