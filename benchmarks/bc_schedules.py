@@ -23,7 +23,6 @@ import argparse
 import csv
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +58,7 @@ def run(schedule: str, seed: int) -> list[dict[str, object]]:
     """behaviour_clone's loop, evaluated at the schedule's checkpoints."""
     cfg = config(schedule, seed)
     torch.manual_seed(cfg.base_seed)
-    policy = Policy(replace(cfg.policy, value_head=False))
+    policy = Policy(cfg.policy.replace(value_head=False))
     harness = base_harness(cfg)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
     rng = np.random.default_rng(cfg.base_seed + 12345)  # behaviour_clone's demonstration stream

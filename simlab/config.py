@@ -40,7 +40,7 @@ from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
 from simlab.rules import Names, Seed, check_value
 from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS, BaseConfig, EvalConfig, TrainConfig
-from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, section, set_path
+from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, set_path
 from simlab.schema import flatten as flatten_paths
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
@@ -54,7 +54,6 @@ POLICY_MARGIN = 16
 """Tokens a policy row may hold beyond the window: the v_sum cue and the summary of the last segment."""
 
 
-@section
 class RunConfig(Section):
     """Everything one training run needs; every field is logged."""
 
@@ -171,7 +170,7 @@ def _env_need(env_id: str, task_cfg: TaskConfig) -> tuple[int, int]:
 
 def _train(preset: Any, recipe: Recipe, harness: HarnessConfig, user: dict[str, Any]) -> TrainConfig:
     data = {**preset.train, **recipe.train(plain(harness)), **user}
-    estimator = data.get("estimator", TrainConfig.estimator)
+    estimator = data.get("estimator", TrainConfig.default("estimator"))
     if estimator in ESTIMATORS and data.get("algorithm", "auto") == "auto":
         data["algorithm"] = "grpo" if estimator_family(estimator) == "group" else "ppo"
     if data.get("critic", "auto") == "auto":
@@ -214,7 +213,7 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
     user = {name: _section(nested, name) for name in SECTIONS}
     preset = get_preset(user["task"].pop("preset", DEFAULT_PRESET))
     type(preset.task).check_fields(user["task"])
-    recipe = RECIPES.get(check_value("train.recipe", user["train"].get("recipe", TrainConfig.recipe),
+    recipe = RECIPES.get(check_value("train.recipe", user["train"].get("recipe", TrainConfig.default("recipe")),
                                      TrainConfig.allows("recipe")))
     for cls in (HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
         cls.check_fields(user[cls.SECTION])

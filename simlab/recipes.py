@@ -47,7 +47,7 @@ def _fixed(**settings: Any) -> HarnessDefaults:
 
 def _get(settings: dict[str, Any], key: str) -> Any:
     """A harness setting, else ``HarnessConfig``'s default for it."""
-    return settings.get(key, getattr(HarnessConfig, key))
+    return settings.get(key, HarnessConfig.default(key))
 
 
 def _supo(preset: dict[str, Any]) -> dict[str, Any]:

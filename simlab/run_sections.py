@@ -37,7 +37,7 @@ from simlab.rules import (
     Unit,
     UnitOpen,
 )
-from simlab.schema import Section, section
+from simlab.schema import Section
 
 
 def _update() -> Any:
@@ -58,7 +58,6 @@ SCHEDULE_UNITS = ("rollouts", "rows")
 """``train.schedule_unit``: what the learning-rate schedule's clock counts."""
 
 
-@section
 class TrainConfig(Section):
     """The RL recipe: algorithm, credit assignment, optimisation. Every field is a sweep axis."""
 
@@ -203,7 +202,6 @@ class TrainConfig(Section):
         return opts
 
 
-@section
 class BaseConfig(Section):
     """The "base model": behaviour cloning from a reference agent, built once per task preset and cached."""
 
@@ -244,7 +242,6 @@ EVAL_SEED_STRIDE = 100_000
 """Distance between the held-out sets of consecutive run seeds."""
 
 
-@section
 class EvalConfig(Section):
     """Evaluation on held-out seeds, in both configurations (compacted and single-window)."""
 

@@ -1,9 +1,9 @@
 """The configuration layer's engine: typed sections validated at construction, one flattener, one ``--set`` grammar.
 
 Every configuration in simlab (task, harness, policy, base, train, eval) is a **section**: a frozen
-dataclass declared with :func:`section`. pydantic validates it whenever one is built, also by
-``dataclasses.replace`` and :meth:`Section.replace`, strictly (:data:`~simlab.rules.STRICT`); each
-field's annotation says what it allows with pydantic's own constraints (:mod:`simlab.rules`)::
+pydantic model, a subclass of :class:`Section`. pydantic validates it whenever one is built, also by
+:meth:`Section.replace`, strictly (:data:`~simlab.rules.STRICT`); each field's annotation says what it
+allows with pydantic's own constraints (:mod:`simlab.rules`)::
 
     window: Annotated[int, Field(ge=8, le=TOKENS_MAX)] = 128  # W: the working window, in tokens
 
@@ -22,34 +22,43 @@ and the report all use key paths ``section.key``), and the ``--set KEY=VALUE`` g
 from __future__ import annotations
 
 import dataclasses
-import functools
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar, cast, dataclass_transform
+from typing import Any, ClassVar, Self
 
-import pydantic
-from pydantic import ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simlab.errors import ConfigError
 from simlab.rules import STRICT, check_value, fields_of, refusal
 from simlab.rules import plain as plain_number
 
+
 # ----------------------------------------------------------------------------------------- sections
-_T = TypeVar("_T")
-_PYDANTIC = ConfigDict(
-    **STRICT, extra="forbid", arbitrary_types_allowed=True, revalidate_instances="never", use_attribute_docstrings=True
-)
+class Section(BaseModel):
+    """Base of every configuration section: a frozen pydantic model, checked strictly when built.
 
+    The key prefix (:attr:`SECTION`) names errors; :meth:`check` holds the rules across fields (a
+    ``model_validator`` runs it once every field passed its own); a failure comes out of the constructor
+    as one :class:`~simlab.errors.ConfigError` naming ``<SECTION>.<field>``.
+    """
 
-class Section:
-    """Base of every configuration section: the key prefix, cross-field checks, ``replace``, plain form."""
-
+    model_config = ConfigDict(
+        **STRICT, extra="forbid", frozen=True, arbitrary_types_allowed=True, use_attribute_docstrings=True
+    )
     SECTION: ClassVar[str] = ""
     """Key-path prefix of the section's fields (``harness``); errors name ``<SECTION>.<field>``."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**{k: plain_number(v) for k, v in data.items()})
+        except ValidationError as exc:
+            raise _first_error(type(self), exc) from None
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> Self:
         self.check()
+        return self
 
     def check(self) -> None:
         """Rules that involve several fields; runs once every field passed its own rule."""
@@ -70,7 +79,12 @@ class Section:
     def allows(cls, name: str) -> Any:
         """Field ``name``'s annotation with its constraints: what :func:`~simlab.rules.check_value` and
         :func:`~simlab.rules.allowed` read."""
-        return fields_of(cast(Any, cls))[name]  # a class hashes by identity; mypy reads instances
+        return fields_of(cls)[name]
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """Field ``name``'s default value."""
+        return cls.model_fields[name].default
 
     @classmethod
     def check_fields(cls, data: Mapping[str, Any]) -> None:
@@ -88,7 +102,7 @@ class Section:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """The section's field names, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return tuple(cls.model_fields)
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied and validated; an unknown key names the valid ones."""
@@ -96,7 +110,7 @@ class Section:
         for key in changes:
             if key not in names:
                 raise ConfigError.unknown(f"{self.SECTION}.{key}", names)
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        return type(self)(**{**self.as_dict(), **changes})
 
     def as_dict(self) -> dict[str, Any]:
         """Every field by name (values as they are)."""
@@ -112,30 +126,10 @@ def _first_error(cls: type, exc: ValidationError) -> ConfigError:
     return refusal(getattr(cls, "SECTION", ""), cls, err)
 
 
-@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, pydantic.Field))
-def section(cls: type[_T]) -> type[_T]:
-    """Make ``cls`` (a :class:`Section` subclass) a frozen dataclass that pydantic validates when built.
-
-    Any failure comes out as one :class:`~simlab.errors.ConfigError` naming ``<SECTION>.<field>``;
-    ``dataclasses.fields``, ``dataclasses.replace``, equality, hashing and pickling behave as for any
-    frozen dataclass.
-    """
-    made = pydantic.dataclasses.dataclass(frozen=True, config=_PYDANTIC)(cls)
-    init = made.__init__
-
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            init(self, *map(plain_number, args), **{k: plain_number(v) for k, v in kwargs.items()})
-        except ValidationError as exc:
-            raise _first_error(made, exc) from None
-
-    made.__init__ = __init__  # type: ignore[method-assign]
-    return made  # type: ignore[return-value]  # pydantic's dataclass is still the class it was given
-
-
 def plain(obj: Any) -> Any:
     """A section (or a value inside one) as JSON-ready data: tuples as lists, sections as dicts."""
+    if isinstance(obj, BaseModel):
+        return {name: plain(getattr(obj, name)) for name in type(obj).model_fields}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, tuple):
@@ -225,5 +219,5 @@ def set_path(nested: dict[str, Any], path: str, value: Any) -> None:
 
 
 __all__ = [
-    "Section", "flatten", "loggable", "parse_overrides", "parse_value", "plain", "read_toml", "section", "set_path",
+    "Section", "flatten", "loggable", "parse_overrides", "parse_value", "plain", "read_toml", "set_path",
 ]

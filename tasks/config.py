@@ -13,7 +13,7 @@ from pydantic import Field
 
 from simlab.errors import ConfigError
 from simlab.rules import MinMax, Real, Unit, int_text
-from simlab.schema import Section, section
+from simlab.schema import Section
 from simlab.tasks import vocab
 
 TOKENS = 4096
@@ -28,7 +28,6 @@ Steps = Annotated[int, Field(ge=2, le=TOKENS)]
 """A number of steps before the query."""
 
 
-@section
 class TaskConfig(Section):
     """Controls every simlab task has."""
 
@@ -65,7 +64,7 @@ class TaskConfig(Section):
         if self.tail_tokens < shortest:
             raise self.invalid("tail_tokens", int_text(shortest, TOKENS))
 
-    def validate(self) -> None:
+    def recheck(self) -> None:
         """Check every field again (a section is already checked when it is built)."""
         type(self)(**self.as_dict())
 
@@ -96,7 +95,6 @@ class TaskConfig(Section):
         return self.replace(hard_frac=0.0)
 
 
-@section
 class KeyRecallConfig(TaskConfig):
     """The memory task: facts among distractors, one of them asked about at the end."""
 
@@ -124,7 +122,6 @@ class KeyRecallConfig(TaskConfig):
         super().check()
 
 
-@section
 class PointerChaseConfig(TaskConfig):
     """The state task: follow a chain of links, keep a running sum, answer it at the end."""
 
@@ -144,7 +141,6 @@ class PointerChaseConfig(TaskConfig):
         return 2 + 3 * self.num_pairs
 
 
-@section
 class PeekReadConfig(TaskConfig):
     """The behaviour-cost task: every step the agent peeks (a short observation) or reads (a long one).
 

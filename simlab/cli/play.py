@@ -35,7 +35,7 @@ def _with_harness_options(command: Callable[..., None]) -> Callable[..., None]:
     types = typing.get_type_hints(HarnessConfig)  # int, float, bool or str: the rules are Annotated extras
     extra = []
     for name, short in HARNESS_OPTIONS.items():
-        info = HarnessConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
+        info = HarnessConfig.__pydantic_fields__[name]
         flag = f"--{name.replace('_', '-')}"
         decls = (f"{flag}/--no-{name.replace('_', '-')}",) if types[name] is bool else (flag, *short)
         hint: Any = float if is_real(types[name]) else types[name]  # typer reads one type; the check keeps ints

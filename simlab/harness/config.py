@@ -20,7 +20,7 @@ from pydantic import Field
 from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
 from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, Unit, int_text
-from simlab.schema import Section, section
+from simlab.schema import Section
 from simlab.tasks import vocab
 
 
@@ -71,7 +71,6 @@ def effective_horizon(
     return int(horizon(limit, max_compactions))
 
 
-@section
 class HarnessConfig(Section):
     """How the harness builds contexts and compacts them (the published loops as settings)."""
 

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Annotated
 
 from pydantic import Field
 
 from simlab.rules import TOKENS_MAX, Real
-from simlab.schema import Section, section
+from simlab.schema import Section
 
 
-@section
 class PolicyConfig(Section):
     """Shape and options of the policy transformer. Every field is logged with a run."""
 
@@ -50,8 +48,8 @@ def config_to_dict(cfg: PolicyConfig) -> dict[str, object]:
 
 def config_from_dict(data: dict[str, object]) -> PolicyConfig:
     """Inverse of :func:`config_to_dict`; an unknown key is an error naming it."""
-    known = {f.name for f in fields(PolicyConfig)}
+    known = set(PolicyConfig.field_names())
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown policy config keys {unknown}; known: {sorted(known)}")
-    return PolicyConfig(**data)  # type: ignore[arg-type]
+    return PolicyConfig(**data)

@@ -13,7 +13,6 @@ index within its own row, so ragged rows need no left padding and no position of
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -352,7 +351,7 @@ def critic_from(policy: Policy) -> Policy:
     The LM head comes along unused; it is cheap at this scale and keeps the checkpoint format one.
     """
     cfg = policy.config
-    critic = Policy(replace(cfg, value_head=True)).to(policy.device)
+    critic = Policy(cfg.replace(value_head=True)).to(policy.device)
     missing, unexpected = critic.load_state_dict(policy.state_dict(), strict=False)
     assert not unexpected, unexpected
     assert all(k.startswith("value.") for k in missing), missing

@@ -4,7 +4,6 @@ config as a checkpoint; with the run's device and the metadata every checkpoint 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +109,7 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
         if cfg.base.cache and path.exists():  # another worker built it while we waited
             return path
         torch.manual_seed(cfg.base_seed)
-        policy = Policy(replace(cfg.policy, value_head=False)).to(device_of(cfg))
+        policy = Policy(cfg.policy.replace(value_head=False)).to(device_of(cfg))
         behaviour_clone(cfg, policy, sink, progress)
         save_checkpoint(path, policy, meta=checkpoint_meta(cfg))
     return path

@@ -34,6 +34,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from pydantic import BaseModel
 
 from simlab import tasks  # noqa: F401  (registers the envs)
 from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
@@ -160,7 +161,7 @@ def play(case: Case) -> tuple[RolloutBatch, list[Any]]:
     preset = PRESETS[case.preset] if case.preset else None
     task_cfg = preset.task if preset else None
     if task_cfg is not None and case.task:
-        task_cfg = dataclasses.replace(task_cfg, **case.task)
+        task_cfg = task_cfg.replace(**case.task)
     kwargs: dict[str, Any] = {} if task_cfg is None else {"config": task_cfg}
     if case.sync:
         kwargs["vectorization_mode"] = "sync"
@@ -198,9 +199,10 @@ def _feed(h: Any, obj: Any, floats: list[np.ndarray]) -> None:
             _feed(h, x, floats)
     elif isinstance(obj, dict):
         _feed(h, sorted(obj.items()), floats)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        h.update(type(obj).__name__.encode())
-        _feed(h, [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)], floats)
+    elif isinstance(obj, BaseModel) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
+        h.update(type(obj).__name__.encode())  # a config section (a model) is fed as its fields, like a dataclass
+        names = type(obj).model_fields if isinstance(obj, BaseModel) else [f.name for f in dataclasses.fields(obj)]
+        _feed(h, [(name, getattr(obj, name)) for name in names], floats)
     elif isinstance(obj, float):
         _feed(h, np.asarray([obj], dtype=np.float64), floats)
     else:

@@ -154,7 +154,7 @@ def test_unknown_override_lists_fields() -> None:
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_builds(name: str) -> None:
     p = PRESETS[name]
-    p.task.validate()
+    p.task.recheck()
     env = gymnasium.make_vec(p.env_id, num_envs=2, config=p.task)
     obs, _ = env.reset(seed=0)
     assert obs.shape[0] == 2
