@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the batch's array types; simlab.segments imports this module
-    from simlab.segments import BoolArray, FloatArray, IntArray
+from simlab.arrays import BoolArray, FloatArray, IntArray
 
 
 def _check_length(name: str, seq: Any, expected: int) -> None:

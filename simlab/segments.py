@@ -22,13 +22,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.lazy import jit
 from simlab.rules import check_value, ints
 from simlab.segment_checks import critic_grid, encode_groups, finished_flags, finite_vector, segment_counts
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
 
 DUMMY = -1
 """``seg_rollout`` of a dummy padding row."""

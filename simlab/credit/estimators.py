@@ -25,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import BoolArray, FloatArray
 from simlab.credit import kernels
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.errors import ConfigError
 from simlab.registry import Registry
 from simlab.rules import NonNegative, check_value
-from simlab.segments import BoolArray, FloatArray, SegmentBatch
+from simlab.segments import SegmentBatch
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from simlab import names
+from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.credit.lambdas import check_gamma, segment_lambdas
 from simlab.credit.normalisers import counted_tokens, row_weights
-from simlab.segments import BoolArray, FloatArray, IntArray, SegmentBatch, within_group_stats
+from simlab.segments import SegmentBatch, within_group_stats
 
 QUANTILES = names.QUANTILES
 

@@ -13,10 +13,11 @@ from typing import Annotated
 
 import numpy as np
 
+from simlab.arrays import FloatArray
 from simlab.errors import ConfigError
 from simlab.registry import Registry
 from simlab.rules import Names, Positive, UnitOpen, check_value
-from simlab.segments import FloatArray, SegmentBatch
+from simlab.segments import SegmentBatch
 
 LambdaReading = Callable[..., FloatArray]
 """(batch, *, alpha, response_cap) -> (S,) length l per row used in lam = 1 - 1/(alpha*l)."""

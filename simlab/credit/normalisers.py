@@ -36,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import BoolArray, FloatArray
 from simlab.credit.estimators import check_options
 from simlab.errors import ConfigError
 from simlab.registry import Registry
-from simlab.segments import BoolArray, FloatArray, SegmentBatch
+from simlab.segments import SegmentBatch
 
 Normaliser = Callable[..., FloatArray]
 """(batch, n: (S,) counted tokens per row, **options) -> (S,) the mode's weight b per row."""

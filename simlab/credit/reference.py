@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from simlab.segments import FloatArray, SegmentBatch
+from simlab.arrays import FloatArray
+from simlab.segments import SegmentBatch
 
 
 def _rollouts(batch: SegmentBatch) -> list[list[int]]:

@@ -23,9 +23,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from simlab.arrays import FloatArray
 from simlab.registry import Registry
 from simlab.rules import NonNegative, check_value
-from simlab.segments import FloatArray, SegmentBatch
+from simlab.segments import SegmentBatch
 
 Cost = Callable[[SegmentBatch, FloatArray | None], FloatArray]
 """(batch, row_context: (S,) keys attended per row or None) -> (S,) cost c_s of each row."""

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import IntArray
 from simlab.errors import ConfigError
-from simlab.harness.protocol import Agent, Generation, IntArray, Phase, Request
+from simlab.harness.protocol import Agent, Generation, Phase, Request
 from simlab.registry import Registry
 from simlab.tasks import vocab
 

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import BoolArray, FloatArray
 from simlab.harness.agents import SCRIPTED_QUALITY, LossySummariser, make_agent
 from simlab.harness.compact import compact
 from simlab.harness.config import HarnessConfig, check_window
 from simlab.harness.phases import phase_masks
-from simlab.harness.protocol import ACTION_TURN, Agent, BoolArray, FloatArray, Phase
+from simlab.harness.protocol import ACTION_TURN, Agent, Phase
 from simlab.harness.records import RolloutBatch, RolloutRecord, SegmentTokens
 from simlab.harness.state import Clock, LoopState, RolloutState, strip_pad
 from simlab.harness.triggers import TRIGGERS, Trigger

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from simlab.harness.protocol import BoolArray, Phase
+from simlab.arrays import BoolArray
+from simlab.harness.protocol import Phase
 from simlab.harness.triggers import TRIGGERS
 from simlab.tasks import vocab
 

@@ -12,11 +12,8 @@ from enum import IntEnum
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from numpy.typing import NDArray
 
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
+from simlab.arrays import BoolArray, FloatArray, IntArray
 
 ACTION_TURN = 2
 """Tokens an action or answer turn adds to the context: the marker and the generated token."""

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.harness.config import HarnessConfig
-from simlab.harness.protocol import BoolArray, FloatArray, IntArray
 from simlab.segments import SegmentBatch
 from simlab.tasks import vocab
 

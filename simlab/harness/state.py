@@ -12,17 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.harness.config import HarnessConfig
-from simlab.harness.protocol import (
-    ACTION_TURN,
-    Agent,
-    BoolArray,
-    FloatArray,
-    IntArray,
-    Phase,
-    Request,
-    check_generation,
-)
+from simlab.harness.protocol import ACTION_TURN, Agent, Phase, Request, check_generation
 from simlab.harness.records import SegmentTokens
 from simlab.harness.triggers import Trigger
 from simlab.tasks import vocab

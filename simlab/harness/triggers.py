@@ -10,12 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from simlab.registry import Registry
 
-if TYPE_CHECKING:
-    from simlab.harness.config import HarnessConfig
+
+class Geometry(Protocol):
+    """What a trigger reads of a harness config (:class:`~simlab.harness.config.HarnessConfig`)."""
+
+    @property
+    def window(self) -> int:
+        """W, in tokens."""
+
+    @property
+    def threshold(self) -> int:
+        """L = floor(frac x W), in tokens."""
+
+    @property
+    def t_comp(self) -> int:
+        """CompactionRL's T_comp, in tokens."""
+
+    @property
+    def chunk_steps(self) -> int:
+        """MemAgent's steps per chunk."""
 
 
 @dataclass(frozen=True)
@@ -24,9 +41,9 @@ class Trigger:
 
     name: str
     kind: Literal["summary", "slide", "never"]
-    fires: Callable[[int, int, HarnessConfig], bool]
+    fires: Callable[[int, int, Geometry], bool]
     """(context length, steps in this segment, config) -> compact now?"""
-    limit: Callable[[HarnessConfig], int]
+    limit: Callable[[Geometry], int]
     """The context size the next segment starts within."""
     length_based: bool = True
     """Fires on context length (the discard rule applies) rather than on a step count."""
@@ -44,15 +61,15 @@ def _add(trigger: Trigger) -> None:
     TRIGGERS.add(trigger.name, trigger)
 
 
-def _over_threshold(n: int, steps: int, cfg: HarnessConfig) -> bool:
+def _over_threshold(n: int, steps: int, cfg: Geometry) -> bool:
     return n > cfg.threshold
 
 
-def _threshold(cfg: HarnessConfig) -> int:
+def _threshold(cfg: Geometry) -> int:
     return cfg.threshold
 
 
-def _window(cfg: HarnessConfig) -> int:
+def _window(cfg: Geometry) -> int:
     return cfg.window
 
 

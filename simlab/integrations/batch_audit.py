@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import FloatArray
 from simlab.credit.health import baseline_shift, within_group
 from simlab.credit.normalisers import counted_tokens, row_weights
 from simlab.errors import RowsError
 from simlab.integrations.batch_file import BatchFile
 from simlab.integrations.rows import KEY_FORMAT, Rows, read_rows
-from simlab.segments import FloatArray
 
 MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 """verl 0.9's ``loss_agg_mode`` values that simlab's normalisers name."""

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.credit.estimators import estimate
 from simlab.credit.normalisers import ROW_WEIGHTS, counted_tokens
 from simlab.errors import RowsError
-from simlab.segments import BoolArray, FloatArray, IntArray, SegmentBatch
+from simlab.segments import SegmentBatch
 
 KEY_FORMAT = "{uid}_{session_id}_{index}"
 """How verl's v1 trainer keys a row (``verl/trainer/ppo/v1/agent_loop_tq.py``)."""
