@@ -13,6 +13,7 @@ the spec it runs through :class:`Space` (the spec imports this module's types, n
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -188,7 +189,7 @@ class TpePlan:
         return probes
 
     def sampler(self, seed: int | None = None) -> optuna.samplers.BaseSampler:
-        """Optuna's TPE sampler."""
+        """Optuna's TPE sampler; :meth:`claim` gives each trial its own, seeded by the trial's number."""
         import optuna
 
         return optuna.samplers.TPESampler(seed=seed)
@@ -208,7 +209,9 @@ class TpePlan:
         with queue.lock(spec.name):
             if self.todo(study, spec, final) < 1:
                 return None
-            return queue.ask(study)
+            trial = queue.ask(study)
+        study.sampler = self.sampler(seed=trial_seed(spec.name, trial.number))  # the trial's values are drawn later
+        return trial
 
     def cell(self, trial: optuna.Trial, spec: Space, params: dict[str, Any]) -> Cell:
         """The sampled trial's cell (the seeds in turn over the trial numbers), recorded on the trial."""
@@ -217,6 +220,17 @@ class TpePlan:
         cell = Cell(params, spec.seeds[trial.number % len(spec.seeds)])
         lifecycle.record(trial, cell.attrs)
         return cell
+
+
+def trial_seed(study: str, number: int) -> int:
+    """The seed of TPE trial ``number``'s draws: the same sweep played again draws the same values.
+
+    One seed per trial, not one per process: every trial opens its own sampler in a worker pool, and one
+    seed for all would give every start-up trial the same random values. With one worker a TPE sweep
+    replays exactly; with several, each trial's draws still depend on which trials had finished first.
+    """
+    digest = hashlib.sha256(f"{study}:{number}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 Plan = GridPlan | TpePlan

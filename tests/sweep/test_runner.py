@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -144,3 +145,21 @@ def test_tpe_trials_record_their_seed_too(ready_stores: Stores) -> None:
     trials = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage))).get_trials()
     assert [set(t.params) for t in trials] == [{"train.lr"}] * 4
     assert sorted(t.user_attrs["seed"] for t in trials) == [0, 0, 1, 1]
+
+
+def test_a_tpe_sweep_played_again_draws_the_same_values(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    # each trial's sampler is seeded by the study and the trial's number (plan.trial_seed): one worker
+    # from an empty store replays a sweep's draws exactly
+    text = SPEC.replace("train.lr = [0.1, 5.0]", 'train.lr = { type = "float", low = 0.05, high = 0.2 }')
+    text = text.replace('seeds = [0, 1]', 'seeds = [0, 1]\nsampler = "tpe"\nn_trials = 4')
+    text = text.replace("train.overlong_mask = [true, false]", "")
+    drawn = []
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(empty_mlflow_db, folder / "mlflow.db")
+        stores = Stores(folder, f"sqlite:///{folder / 'mlflow.db'}", folder / "journal.log")
+        stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY, workers=1)
+        trials = optuna.load_study(study_name="toy", storage=open_storage(str(stores.storage))).get_trials()
+        drawn.append([t.params["train.lr"] for t in trials])
+    assert drawn[0] == drawn[1] and len(set(drawn[0])) == 4, drawn
