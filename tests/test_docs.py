@@ -127,7 +127,7 @@ def test_every_mark_is_known():
     """A misspelt mark would silently not apply."""
     for page in PAGES:
         for kind in re.findall(r"<!--\s*([a-z-]+):", page.read_text(encoding="utf-8")):
-            assert kind in (*KINDS, "split-gradient"), f"{page.name}: unknown mark {kind!r}"
+            assert kind in (*KINDS, "split-gradient", "timings"), f"{page.name}: unknown mark {kind!r}"
 
 
 def _readme_block(needle: str) -> str:
@@ -162,3 +162,23 @@ def test_block_runs_as_shown(block: Block, tmp_path: Path, tmp_path_factory: pyt
     output = _run(cmd, work, env, block.id)
     missing = [line for line in block.marks["expect"].splitlines() if line.strip() and line.strip() not in output]
     assert not missing, f"{block.id}: the output lacks {missing}:\n{output[-6000:]}"
+
+
+# ------------------------------------------------------------------------------- generated timings
+def test_the_timings_table_is_the_rendering_of_its_records() -> None:
+    from benchmarks import timings
+
+    text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    start, end = text.index(timings.BEGIN), text.index(timings.END) + len(timings.END)
+    assert text[start:end] == timings.render(timings.load()), "run `python benchmarks/timings.py render`"
+    assert {r["id"] for r in timings.load()} >= set(timings.COMMANDS)
+    assert "torch==2.13.0" in timings.INSTALL and "-m pytest" in timings.readme_test_command()
+
+
+def test_a_suite_figure_is_read_from_pytests_summary() -> None:
+    from benchmarks.timings import suite_figure
+
+    out = "....\n==== 1,768 passed, 8 skipped, 2 warnings in 477.31s (0:07:57) ====\n"
+    assert suite_figure(out, 619.4) == "1,768 passed, 8 skipped, 2 warnings in 477 s (wall 619 s)"
+    with pytest.raises(ValueError, match="no pytest summary"):
+        suite_figure("error: collection failed", 3.0)
