@@ -18,7 +18,8 @@ from simlab.errors import ConfigError, TrainingDiverged
 
 HARNESS_OPTIONS: dict[str, tuple[str, ...]] = {
     "trigger": (), "window": (), "frac": (), "t_comp": (), "chunk_steps": (), "summary_tokens": ("-m",),
-    "tail_steps": ("-k",), "max_compactions": ("-S",), "max_steps": ("-H",), "discard": (), "summariser": (),
+    "tail_steps": ("-k",), "max_compactions": ("-S",), "max_steps": ("-H",), "discard": (), "keep_query": (),
+    "summariser": (),
 }
 """The harness settings ``simlab inspect`` takes as options (with their short names): named, typed and
 documented by :class:`~simlab.harness.config.HarnessConfig` itself, never declared again here."""

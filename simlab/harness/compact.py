@@ -87,6 +87,8 @@ def _next_segment(
             ro.ctx_lengths.append(len(ro.ctx))
             head = [*head, vocab.SUMMARY, *summary.tokens]
         keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
+        if cfg.keep_query and steps and vocab.QUERY in steps[-1] and not any(st is steps[-1] for st in keep):
+            keep.append(steps[-1])  # the question arrives in the newest step: it stays, like a prompt
     ro.close_segment()
     limit = loop.trig.limit(loop.cfg_of(i))
     while keep and len(head) + sum(map(len, keep)) > limit:

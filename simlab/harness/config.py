@@ -92,6 +92,11 @@ class HarnessConfig(Section):
     step when ``tail_steps >= 1`` and fits, and lost otherwise (as in SUPO)."""
     tail_steps: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 1
     """k: steps kept verbatim after a compaction (shrunk to fit)."""
+    keep_query: bool = False
+    """The step whose observation carries ``QUERY`` survives a compaction (it joins the verbatim tail even
+    beyond k), as a paper's harness keeps the user's question in the prompt. ``False``: the step is lost
+    when the discard rule cuts it (or it is summarised) and k = 0, and the answer turn sees no question
+    (docs/tasks-and-harness.md, "When the discard rule takes the question away")."""
     summary_tokens: Annotated[int, Field(ge=0, le=TOKENS_MAX)] = 8
     """m: tokens the summariser writes."""
     max_compactions: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 4
