@@ -6,8 +6,8 @@ the date, the commit and the machine, and rewrites the table in ``docs/developme
 markers (``tests/test_docs.py`` checks that the table there is this file's rendering of the records, so
 a hand edit fails the suite). ``render`` rewrites the table alone.
 
-    PYTHONPATH=. python benchmarks/timings.py measure install|main-job|suite|ci
-    PYTHONPATH=. python benchmarks/timings.py render
+    python3 benchmarks/timings.py measure install|main-job|suite|ci
+    python3 benchmarks/timings.py render
 
 A row this script cannot measure (one pytest worker against two) has a record and no command: ``measure``
 does not offer it, and the table shows it as it was recorded.
@@ -85,9 +85,14 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+LEAKS = ("PYTHONPATH", "VIRTUAL_ENV", "SIMLAB_HOME", "SIMLAB_SMOKE")
+"""Variables of the caller's shell a fresh clone must not see (a PYTHONPATH makes pip skip the install)."""
+
+
 def _bash(command: str, where: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", command or "true"], cwd=where, capture_output=True,
-                          text=True)
+    env = {k: v for k, v in os.environ.items() if k not in LEAKS}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", command or "true"], cwd=where, env=env,
+                          capture_output=True, text=True)
 
 
 def measure(row: str) -> str:
