@@ -86,9 +86,9 @@ def _next_segment(
             ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
             ro.ctx_lengths.append(len(ro.ctx))
             head = [*head, vocab.SUMMARY, *summary.tokens]
-        keep = steps[len(steps) - cfg.tail_steps :] if cfg.tail_steps else []
-        if cfg.keep_query and steps and vocab.QUERY in steps[-1] and not any(st is steps[-1] for st in keep):
-            keep.append(steps[-1])  # the question arrives in the newest step: it stays, like a prompt
+        tail = len(steps) - cfg.tail_steps if cfg.tail_steps else len(steps)
+        # the newest k steps, and with keep_query the one that brought the question (it stays, like a prompt)
+        keep = [st for j, st in enumerate(steps) if j >= tail or (cfg.keep_query and vocab.QUERY in st)]
     ro.close_segment()
     limit = loop.trig.limit(loop.cfg_of(i))
     while keep and len(head) + sum(map(len, keep)) > limit:
