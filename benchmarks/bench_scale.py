@@ -52,7 +52,7 @@ def spec_text(name: str, cells: int, step_seconds: float) -> str:
     return f"""
 name = "{name}"
 seeds = [0, 1]
-[base.overrides]
+[base]
 train.steps = {STEPS}
 train.step_seconds = {step_seconds}
 [space]

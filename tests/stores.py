@@ -17,9 +17,8 @@ from simlab.cli import app
 TOY = "tests.sweep.toy:BACKEND"
 TINY = """
 [base]
-preset = "keyrecall-tiny"
-recipe = "supo"
-[base.overrides]
+task.preset = "keyrecall-tiny"
+train.recipe = "supo"
 task.num_facts = 3
 task.horizon = [8, 10]
 task.vocab_size = 32

@@ -138,8 +138,8 @@ def test_a_list_as_a_spec_name() -> None:
             parse_spec({**good, key: value})
     with pytest.raises(SpecError, match=r"`objective.metric=\['m'\]` is invalid"):
         parse_spec({**good, "objective": {"metric": ["m"]}})
-    with pytest.raises(SpecError, match=r"`base.preset=\[1\]` is invalid"):
-        parse_spec({**good, "base": {"preset": [1]}})
+    with pytest.raises(SpecError, match=r"`base.preset` is not a config key path; write `task.preset`"):
+        parse_spec({**good, "base": {"preset": ["x"]}})
 
 
 # ------------------------------------------------------------------ 2. an integer too large for torch
@@ -346,7 +346,7 @@ sampler = "tpe"
 n_trials = 2
 seeds = [0]
 [base]
-recipe = "compactionrl"
+train.recipe = "compactionrl"
 [space]
 harness.window = {{ type = "int", low = {low}, high = 128 }}
 harness.t_comp = {{ type = "int", low = 8, high = {high} }}

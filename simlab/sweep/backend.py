@@ -29,7 +29,7 @@ SWEEP_SEEDS = {"base.seed": "run", "eval.seed": "run"}
 """What a sweep's seeds vary unless its spec says otherwise: each seed gets its own base model and its own
 held-out set (the arms of one seed still share both, so differences stay paired), so that "n seeds"
 describes the task rather than one base model on one set of instances. A spec that holds either fixed
-sets it in ``[base.overrides]`` and says why in its header."""
+sets it in ``[base]`` and says why in its header."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class TrialBackend:
     """The four things a sweep needs from a trainer."""
 
     build: Callable[[dict[str, Any], int], Any]
-    """(settings, seed) -> resolved config. ``settings`` holds ``preset``, ``recipe`` and key paths;
+    """(settings, seed) -> resolved config. ``settings`` holds run-config key paths (``task.preset``);
     raises :class:`~simlab.errors.ConfigError` naming the bad key path."""
     flatten: Callable[[Any], dict[str, Any]]
     """Resolved config -> ``{"section.key": scalar}``, logged as MLflow params."""
@@ -76,13 +76,7 @@ def load_backend(path: str) -> TrialBackend:
 def _simlab_build(settings: dict[str, Any], seed: int) -> RunConfig:
     from simlab.config import apply_overrides, resolve
 
-    overrides = {**SWEEP_SEEDS, **settings}
-    # the spec's top-level names map onto the run config's key paths
-    for top, path in (("preset", "task.preset"), ("recipe", "train.recipe")):
-        if top in overrides:
-            overrides[path] = overrides.pop(top)
-    overrides["seed"] = seed
-    return resolve(apply_overrides({}, overrides))
+    return resolve(apply_overrides({}, {**SWEEP_SEEDS, **settings, "seed": seed}))
 
 
 def _simlab_flatten(cfg: RunConfig) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
         try:
             cfg = backend.config(spec, Cell(point, spec.seeds[0]))
         except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
-            where = ", ".join(f"{k}={v!r}" for k, v in settings.items() if k != "preset")
+            where = ", ".join(f"{k}={v!r}" for k, v in settings.items())
             raise SpecError(f"{exc} (in the configuration {where})") from None
         if backend.check_metric is not None:
             try:

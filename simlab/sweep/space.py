@@ -108,7 +108,7 @@ class Axis:
     """One swept config key: either a grid of values or a distribution."""
 
     key: str
-    """Config key path (``train.lr``) or ``preset`` / ``recipe``."""
+    """Config key path (``train.lr``, ``task.preset``): the Optuna parameter's name."""
     grid: tuple[Any, ...] | None = None
     """Every value to try (sampler ``grid``; a categorical for ``tpe``)."""
     dist: Distribution | None = None

@@ -25,7 +25,7 @@ from simlab.rules import COUNT_MAX, TABLE, Real, Says
 from simlab.schema import flatten
 from simlab.sweep.space import Axis, Cell, Scalar
 
-__all__ = ["Axis", "Base", "Cell", "Objective", "PrunerSpec", "SweepSpec", "Variant", "key_paths", "probe_settings"]
+__all__ = ["Axis", "Cell", "Objective", "PrunerSpec", "SweepSpec", "Variant", "key_paths", "probe_settings"]
 """Axis and Cell are the search space's (:mod:`simlab.sweep.space`), named here too for the spec's readers."""
 
 if TYPE_CHECKING:
@@ -47,7 +47,11 @@ def key_paths(table: Any, *, ranges: bool = False) -> Any:
 
 
 Settings = Annotated[dict[str, Setting], BeforeValidator(key_paths)]
-"""Key path -> value."""
+"""Key path -> value: the run config's key paths, as ``--set`` takes them (``task.preset``, ``train.lr``)."""
+SHORT = {"task.preset": "preset", "train.recipe": "recipe"}
+"""The names the base and the variants gave the task and recipe presets before a spec spelt every key as
+the run config does; :meth:`SweepSpec.fingerprint` hashes those settings under them, so a study made then
+still opens under the rewritten spec."""
 
 
 class Variant(BaseModel):
@@ -57,7 +61,7 @@ class Variant(BaseModel):
     name: Name
     """Label used in tables and run names."""
     settings: Settings = Field(default_factory=dict, alias="set")
-    """Key path -> value, applied over the base overrides."""
+    """Key path -> value, applied over the base."""
 
 
 class Objective(BaseModel):
@@ -85,18 +89,6 @@ class PrunerSpec(BaseModel):
     """Percentile kept by ``percentile``."""
 
 
-class Base(BaseModel):
-    """The configuration every trial starts from."""
-
-    model_config = TABLE
-    preset: str | None = None
-    """Task preset name (``None``: the config default)."""
-    recipe: str | None = None
-    """Recipe preset name (``None``: the config default)."""
-    overrides: Settings = Field(default_factory=dict)
-    """Key path -> value applied over the presets."""
-
-
 @dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep."""
@@ -105,8 +97,8 @@ class SweepSpec:
     """Study and experiment name (default: the file's stem)."""
     description: str
     """Free text shown in the parent run's description tag."""
-    base: Base
-    """The starting configuration."""
+    base: Mapping[str, Any]
+    """Key path -> value every trial starts from (``task.preset``, ``train.recipe``, ...)."""
     axes: tuple[Axis, ...]
     """Swept keys, in file order."""
     variants: tuple[Variant, ...]
@@ -134,13 +126,8 @@ class SweepSpec:
         return self.plan.n_trials
 
     def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The trial's settings: preset, recipe and every key path, later layers winning."""
-        out: dict[str, Any] = {}
-        if self.base.preset is not None:
-            out["preset"] = self.base.preset
-        if self.base.recipe is not None:
-            out["recipe"] = self.base.recipe
-        out.update(self.base.overrides)
+        """The trial's settings by key path: the base's, the variant's, the point's, later layers winning."""
+        out = dict(self.base)
         if "variant" in params:
             out.update(self.variant_settings[params["variant"]])
         out.update({k: v for k, v in params.items() if k != "variant"})
@@ -169,13 +156,15 @@ class SweepSpec:
         """Hash of everything that defines what a cell means (not ``seeds``, ``n_trials`` or ``pruner``).
 
         Seeds are left out on purpose: a finished sweep rerun with more seeds runs just the new cells,
-        and every existing cell keeps its meaning.
+        and every existing cell keeps its meaning. The base's and the variants' presets hash under their
+        :data:`SHORT` names; an axis's key is the Optuna parameter's name, and hashes as it is.
         """
+        base = {SHORT.get(k, k): v for k, v in self.base.items()}
         blob = json.dumps(
             {
-                "base": [self.base.preset, self.base.recipe, self.base.overrides],
+                "base": [base.pop("preset", None), base.pop("recipe", None), base],
                 "axes": [[a.key, a.grid, a.dist and vars(a.dist)] for a in self.axes],
-                "variants": [[v.name, v.settings] for v in self.variants],
+                "variants": [[v.name, {SHORT.get(k, k): x for k, x in v.settings.items()}] for v in self.variants],
                 "objective": vars(self.objective),
                 "sampler": self.sampler,
             },

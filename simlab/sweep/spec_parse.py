@@ -26,18 +26,17 @@ from simlab.schema import read_toml
 from simlab.sweep.plan import PLANS, Plan
 from simlab.sweep.space import Axis, Cell, Distribution
 from simlab.sweep.spec import (
-    Base,
+    SHORT,
     Name,
     Objective,
     PrunerSpec,
     Setting,
+    Settings,
     SweepSpec,
     Variant,
     key_paths,
 )
 
-TOP_LEVEL_SETTINGS = ("preset", "recipe")
-"""Space keys that are not config key paths: the task preset and the recipe preset."""
 RESERVED = ("seed", "variant")
 """Optuna parameter names the runner uses itself."""
 Grid = Annotated[
@@ -57,7 +56,8 @@ class SpecFile(BaseModel):
     sampler: Literal["grid", "tpe"] = "grid"
     seeds: Annotated[list[Seed], Field(min_length=1)]
     n_trials: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
-    base: Base = Field(default_factory=Base)
+    base: Settings = Field(default_factory=dict)
+    """Key path -> value every trial starts from."""
     space: Annotated[dict[str, Any], BeforeValidator(functools.partial(key_paths, ranges=True))] = Field(
         default_factory=dict
     )
@@ -96,7 +96,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     """
     file: SpecFile = check_value("", dict(raw), SpecFile, SpecError)
     plan = _check_header(file)
-    _check_settings("base.overrides", file.base.overrides, TOP_LEVEL_SETTINGS)
+    _check_settings("base", file.base)
     axes = tuple(_parse_axis(key, value, plan) for key, value in file.space.items())
     _check_variants(file.variants, file.space)
     if not axes and not file.variants:
@@ -117,12 +117,24 @@ def _check_header(file: SpecFile) -> Plan:
     return PLANS[file.sampler].parse(file.n_trials)
 
 
-def _check_settings(where: str, settings: Mapping[str, Any], top_level: tuple[str, ...] = ()) -> None:
+def _check_settings(where: str, settings: Mapping[str, Any]) -> None:
     """Settings of the base or a variant: config key paths (not the reserved names), registered if named."""
     for key, value in settings.items():
-        if key in RESERVED or key in top_level:
-            raise SpecError(f"`{where}.{key}` is not a config key path; set it as `base.{key}` or `seeds`")
+        if key in RESERVED:
+            raise SpecError(f"`{where}.{key}` is reserved; seeds go under `seeds`")
+        _check_spelling(f"{where}.{key}", key)
         _check_registered(f"{where}.{key}", key, [value])
+
+
+def _check_spelling(shown: str, key: str) -> None:
+    """A key a spec spelt otherwise before it used the run config's key paths gets the one to write."""
+    new = {short: path for path, short in SHORT.items()}.get(key)
+    if new is not None:
+        raise SpecError(f"`{shown}` is not a config key path; write `{new}` (a spec spells each setting as "
+                        "--set does)")
+    if key.startswith("overrides.") and shown.startswith("base."):
+        raise SpecError(f"`{shown}` is not a config key path; `[base.overrides]` is now `[base]`: write "
+                        f"`{key.removeprefix('overrides.')}` there")
 
 
 def _check_registered(shown: str, key: str, values: list[Any]) -> None:
@@ -144,6 +156,7 @@ def _parse_axis(key: str, value: Any, plan: Plan) -> Axis:
     shown = f"space.{key}"
     if key in RESERVED:
         raise SpecError(f"`{shown}` is reserved; list seeds under `seeds` and bundles under `[[variants]]`")
+    _check_spelling(shown, key)
     if isinstance(value, dict):
         dist: Distribution = check_value(shown, value, Distribution, SpecError)
         plan.check_axis(shown, value)
@@ -168,8 +181,6 @@ def _check_variants(variants: list[Variant], space: Mapping[str, Any]) -> None:
             raise _bad(f"{where}.name", variant.name, "give each variant a distinct name")
         named.add(variant.name)
         for key in variant.settings:
-            if key in RESERVED:
-                raise SpecError(f"`{where}.set.{key}` is reserved; seeds go under `seeds`")
             if key in space:
                 raise SpecError(f"`{where}.set.{key}` is also swept in `space.{key}`; keep it in one place")
         _check_settings(f"{where}.set", variant.settings)

@@ -237,11 +237,10 @@ name = "toy-held-out"
 seeds = [0, 1, 2]
 sampler = "grid"
 [base]
-recipe = "supo"
-[base.overrides]
+train.recipe = "supo"
 eval.episodes = 100
 [space]
-preset = ["peekread-pos", "peekread-zero"]
+task.preset = ["peekread-pos", "peekread-zero"]
 train.steps = [0, 20]
 [objective]
 metric = "eval/single_window/success"
@@ -439,7 +438,7 @@ GRID_ROW = """
 name = "toy-grid"
 seeds = [0]
 [base]
-preset = "peekread-routes-c50"
+task.preset = "peekread-routes-c50"
 [space]
 train.estimator = ["rollout_group", "trajectory_group"]
 [objective]

@@ -107,7 +107,7 @@ def test_a_checkpoint_of_the_task_passes_and_is_read_once_per_version(tmp_path: 
 
 def test_a_sweep_refuses_it_before_either_store(tmp_path: Path) -> None:
     bad = _toml(tmp_path)
-    spec = write_spec(tmp_path, f'seeds = [0]\n[base.overrides]\n"{KEY}" = "{bad}"\n[space]\ntrain.lr = [0.1]\n'
+    spec = write_spec(tmp_path, f'seeds = [0]\n[base]\n"{KEY}" = "{bad}"\n[space]\ntrain.lr = [0.1]\n'
                                 '[objective]\nmetric = "eval/compacted/success"\n')
     store = tmp_path / "store"
     result = run_cli(["sweep", str(spec), "--storage", str(store / "journal.log"),

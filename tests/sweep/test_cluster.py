@@ -33,7 +33,7 @@ HEARTBEAT = "2"  # seconds; a trial is stale after 3 intervals without a beat
 SPEC = """
 name = "{name}"
 seeds = [0, 1]
-[base.overrides]
+[base]
 train.steps = 6
 train.step_seconds = {step_seconds}
 [space]

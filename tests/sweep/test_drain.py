@@ -13,7 +13,7 @@ name = "{name}"
 seeds = [0]
 sampler = "{sampler}"
 {n_trials}
-[base.overrides]
+[base]
 train.steps = 2
 [space]
 train.lr = {lr}

@@ -47,7 +47,11 @@ PARSE: dict[str, dict[str, Any]] = {
     "neither list nor table": {**GRID, "space": {"train.lr": 0.1}},
     "grid value twice": {**GRID, "space": {"train.lr": [0.1, 0.1]}},
     "empty space": {**GRID, "space": {}},
-    "preset in base.overrides": {**GRID, "base": {"overrides": {"preset": "x"}}},
+    "preset in base": {**GRID, "base": {"preset": "x"}},
+    "a [base.overrides] table": {**GRID, "base": {"overrides": {"train.steps": 2}}},
+    "recipe in a variant": {**GRID, "variants": [{"name": "a", "set": {"recipe": "supo"}}]},
+    "recipe swept": {**GRID, "space": {"recipe": ["supo", "grpo"]}},
+    "seed in base": {**GRID, "base": {"seed": 1}},
     "variant sets seed": {**GRID, "variants": [{"name": "a", "set": {"seed": 1}}]},
     "variant sets a swept key": {**GRID, "variants": [{"name": "a", "set": {"train.lr": 0.3}}]},
     "variant named twice": {**GRID, "space": {}, "variants": [{"name": "a"}, {"name": "a"}]},
@@ -76,7 +80,7 @@ SPEC_LINES = {
                   "booleans or lists of them",
     "unknown estimator": "error: `space.train.estimator=['rollout_group', 'grpo']` is invalid; choose one of "
                          "'rollout_group', 'trajectory_group', 'gae_concat', 'gae_segment_local', 'gae_compaction'",
-    "unknown normaliser": "error: `base.overrides.train.normaliser='mean'` is invalid; choose one of 'token', "
+    "unknown normaliser": "error: `base.train.normaliser='mean'` is invalid; choose one of 'token', "
                           "'segment', 'segment_sum', 'rollout', 'constant' (aliases: 'token-mean' -> 'token', "
                           "'seq-mean-token-mean' -> 'segment', 'seq-mean-token-sum' -> 'segment_sum', "
                           "'seq-mean-token-sum-norm' -> 'constant')",
@@ -108,7 +112,15 @@ PARSE_LINES: dict[str, str] = {
     ),
     'grid value twice': '`space.train.lr=[0.1, 0.1]` is invalid; list each grid value once',
     'empty space': '`space` is empty and there are no `[[variants]]`; sweep at least one key',
-    'preset in base.overrides': '`base.overrides.preset` is not a config key path; set it as `base.preset` or `seeds`',
+    'preset in base': '`base.preset` is not a config key path; write `task.preset` (a spec spells each setting as '
+                      '--set does)',
+    'a [base.overrides] table': '`base.overrides.train.steps` is not a config key path; `[base.overrides]` is now '
+                                '`[base]`: write `train.steps` there',
+    'recipe in a variant': '`variants[0].set.recipe` is not a config key path; write `train.recipe` (a spec spells '
+                           'each setting as --set does)',
+    'recipe swept': '`space.recipe` is not a config key path; write `train.recipe` (a spec spells each setting as '
+                    '--set does)',
+    'seed in base': '`base.seed` is reserved; seeds go under `seeds`',
     'variant sets seed': '`variants[0].set.seed` is reserved; seeds go under `seeds`',
     'variant sets a swept key': '`variants[0].set.train.lr` is also swept in `space.train.lr`; keep it in one place',
     'variant named twice': "`variants[1].name='a'` is invalid; give each variant a distinct name",
@@ -133,7 +145,7 @@ OPEN_LINES: dict[str, str] = {
     'heartbeat 0': '`--heartbeat=0` is invalid; choose an integer number of seconds in [1, 86400]',
     'workers 0': '`workers=0` is invalid; choose an integer in [1, 1024]',
     'tpe probes that clash': (
-        "`harness.t_comp=60` is invalid; choose an integer <= 27 (in the configuration recipe='compactionrl', "
+        "`harness.t_comp=60` is invalid; choose an integer <= 27 (in the configuration train.recipe='compactionrl', "
         'harness.window=48, harness.t_comp=60)'
     ),
     'changed spec, journal': (

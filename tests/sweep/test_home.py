@@ -14,7 +14,7 @@ from tests.stores import TOY, run_cli, write_spec
 SPEC = """
 name = "home"
 seeds = [0]
-[base.overrides]
+[base]
 train.steps = 2
 [space]
 train.lr = [0.1]

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 SPEC = """
 name = "killme"
 seeds = [0, 1]
-[base.overrides]
+[base]
 train.steps = 8
 train.step_seconds = 0.2
 [space]

@@ -18,7 +18,7 @@ from tests.stores import TOY, Stores, run_cli, write_spec
 SPEC = """
 name = "toy"
 seeds = [0, 1]
-[base.overrides]
+[base]
 train.steps = 6
 [space]
 train.lr = [0.1, 5.0]          # 5.0 diverges: the step size is above 2 / curvature

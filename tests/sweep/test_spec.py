@@ -11,7 +11,7 @@ from tests.stores import Stores, run_cli, write_spec
 
 GOOD = """
 seeds = [0, 1]
-[base.overrides]
+[base]
 train.steps = 3
 [space]
 "train.lr" = [0.1, 0.2]
@@ -38,7 +38,7 @@ BAD = [
     (
         "unknown normaliser",
         GOOD.replace("train.steps = 3", 'train.normaliser = "mean"'),
-        ["base.overrides.train.normaliser='mean'", "'token'", "'segment'"],
+        ["base.train.normaliser='mean'", "'token'", "'segment'"],
     ),
     ("duplicate seeds", GOOD.replace("seeds = [0, 1]", "seeds = [0, 1, 0]"), ["seeds", "repeated: [0]"]),
     ("unknown spec key", GOOD + "\nsampler_kind = 'grid'\n", ["sampler_kind", "choose one of"]),
