@@ -69,6 +69,10 @@ PARSE: dict[str, dict[str, Any]] = {
 }
 
 SPEC_LINES = {
+    "preset as its own key": "error: `base.preset` is not a config key path; write `task.preset` (a spec spells each "
+                             "setting as --set does)",
+    "a [base.overrides] table": "error: `base.overrides.train.steps` is not a config key path; `[base.overrides]` is "
+                                "now `[base]`: write `train.steps` there",
     "unknown key path": "error: `train.lrr` is not a setting; choose one of ['train.estimator', 'train.lr', "
                         "'train.normaliser', 'train.overlong_mask', 'train.step_seconds', 'train.steps'] (in the "
                         "configuration train.steps=3, train.lrr=0.1, train.estimator='rollout_group')",

@@ -50,6 +50,12 @@ BAD = [
     ("objective missing", GOOD.split("[objective]")[0], ["`objective` is required"]),
     ("bad direction", GOOD + 'direction = "up"\n', ["objective.direction='up'", "'maximize'"]),
     ("not TOML", "seeds = [0,", ["not valid TOML"]),
+    (  # specs written before one spelling: each old key gets the one to write
+        "preset as its own key",
+        GOOD.replace("[base]\n", '[base]\npreset = "keyrecall-tiny"\n'),
+        ["`base.preset` is not a config key path", "write `task.preset`"],
+    ),
+    ("a [base.overrides] table", GOOD.replace("[base]", "[base.overrides]"), ["`[base.overrides]` is now `[base]`"]),
     (
         "baseline not a variant",
         'baseline = "estimator=grpo,lr=0.1"\n' + GOOD,
