@@ -52,15 +52,24 @@ def arm_runs(frame: pl.DataFrame, selector: Mapping[str, tuple[str, ...]]) -> pl
 
 
 def check_arms(row: FindingRow) -> None:
-    """Each arm of ``row`` selects at least one variant its spec runs (a grid spec's; a sampled space's
-    variants are not known before it runs). A misspelt value would otherwise read "not run" beside runs."""
+    """Each arm of ``row``, and each value an arm lists for a key, selects at least one variant its spec
+    runs (a grid spec's; a sampled space's variants are not known before it runs). A misspelt value would
+    otherwise read "not run" beside runs, or, one of a list, pool fewer runs than the row says."""
     labels = grid_variants(row.spec_path.read_text(encoding="utf-8"))
+    if not labels:
+        return
+    runs = "; ".join(sorted(labels)[:4]) + (" ..." if len(labels) > 4 else "")
     for arm, selector in row.arms.items():
-        if labels and not any(selects(v, selector) for v in labels):
+        if not any(selects(v, selector) for v in labels):
             given = ", ".join(f"{k} = {'|'.join(vs)}" for k, vs in selector.items())
             raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
-                f"findings.{arm}", given, f"select a variant of the spec (row {row.id}); it runs "
-                + "; ".join(sorted(labels)[:4]) + (" ..." if len(labels) > 4 else "")).args[0])
+                f"findings.{arm}", given, f"select a variant of the spec (row {row.id}); it runs {runs}").args[0])
+        for key, values in selector.items():
+            for value in values:
+                if not any(selects(v, {**selector, key: (value,)}) for v in labels):
+                    raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
+                        f"findings.{arm}.{key}", value, f"no variant of the spec (row {row.id}) with the arm's "
+                        f"other settings has {key}={value}; it runs {runs}").args[0])
 
 
 def scale(metric: str) -> float:

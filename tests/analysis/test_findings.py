@@ -455,6 +455,18 @@ control_baseline = { estimator = "rollout_group" }
 """
 
 
+def test_a_misspelt_value_in_an_arm_s_list_is_refused(tmp_path):
+    """One of a list that matches nothing would pool fewer runs than the row says (the whole arm still
+    selects the other value's runs, so the arm check alone let it pass)."""
+    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('treatment = { estimator = "trajectory_group" }',
+                                                       'treatment = { estimator = ["trajectory_group", '
+                                                       '"trajectroy_group"] }'))
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and "`findings.treatment.estimator='trajectroy_group'` is invalid" in line, line
+    assert "no variant of the spec (row 9) with the arm's other settings has estimator=trajectroy_group" in line
+
+
 def test_an_arm_that_selects_no_variant_is_refused(tmp_path):
     """Issue 30: a misspelt arm value read "not run: fewer than 2 seeds in an arm" beside the runs."""
     assert _cli_on(tmp_path / "good", GRID_ROW).exit_code == 0
