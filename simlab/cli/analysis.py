@@ -272,6 +272,7 @@ def ui(
     import os
 
     from simlab import stores, tracking
+    from simlab.errors import StoreError
     from simlab.rules import check_value, ints
     from simlab.tracking.server import check_listen, ui_command
     from simlab.tracking.views import sweep_links
@@ -280,6 +281,11 @@ def ui(
         check_value("--port", port, ints(1, 65535))
         check_value("--workers", workers, ints(1, 64))
         store = tracking.Store(*stores.check_run_store(tracking_uri, stores.home()))  # checked as sweep does
+        db = stores.sqlite_path(store.tracking_uri)
+        if db is not None and db.is_file() and not stores.holds_runs_store(store.tracking_uri):
+            raise StoreError.invalid(stores.tracking_option(tracking_uri), store.tracking_uri,
+                                     "the file holds no MLflow store yet (the UI would write its tables into it); "
+                                     "run `simlab sweep` first, or give a path that is not there")
         check_listen(host, port)  # the name resolves, the address is this machine's, the port is free
     except ConfigError as exc:
         raise fail(exc) from exc

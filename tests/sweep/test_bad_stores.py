@@ -370,3 +370,42 @@ def test_report_reads_an_empty_tracking_database_without_creating_the_store(tmp_
     assert result.output.strip() == (f"error: experiment 'quick' does not exist in sqlite:///{db} (the file holds no "
                                      "MLflow store yet); run `simlab sweep` first"), result.output
     assert db.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def _empty_database(db: Path, kind: str) -> bytes:
+    """An SQLite file with no table: a file of 0 bytes, or a database with a header only."""
+    import contextlib
+    import sqlite3
+
+    if kind == "empty file":
+        db.touch()
+    else:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA user_version = 7")
+            conn.commit()
+    return db.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["empty file", "database without tables"])
+def test_findings_read_an_empty_tracking_database_without_creating_the_store(tmp_path: Path, kind: str) -> None:
+    """Noticed in stop 35: `simlab findings --source store` let MLflow fill an empty file (0 B -> 954 KB).
+    Reading finds no runs there: `store` says so row by row, `auto` falls back to the committed exports."""
+    db = tmp_path / "empty.db"
+    data = _empty_database(db, kind)
+    for source in ("store", "auto"):
+        result = run_cli(["findings", "--source", source, "--tracking-uri", f"sqlite:///{db}"])
+        assert result.exit_code == 0, result.output
+        assert db.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"], source
+    assert "exports" in run_cli(["findings", "--source", "auto", "--tracking-uri", f"sqlite:///{db}"]).output
+
+
+@pytest.mark.parametrize("kind", ["empty file", "database without tables"])
+def test_the_ui_refuses_an_empty_tracking_database(tmp_path: Path, kind: str) -> None:
+    db = tmp_path / "empty.db"
+    data = _empty_database(db, kind)
+    result = run_cli(["ui", "--port", "5997", "--tracking-uri", f"sqlite:///{db}"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (f"error: `--tracking-uri='sqlite:///{db}'` is invalid; the file holds no MLflow "
+                                     "store yet (the UI would write its tables into it); run `simlab sweep` first, "
+                                     "or give a path that is not there"), result.output
+    assert db.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
