@@ -330,14 +330,6 @@ MLFLOW_FIX = "Give the mlflow.db a sweep wrote, a path that does not exist yet, 
 OPTUNA_FIX = "Give the optuna.db a sweep wrote, a path that does not exist yet, or a journal file path"
 
 
-def holds_runs_store(uri: str) -> bool:
-    """Whether the tracking store at ``uri`` exists to be read: a local ``sqlite:///`` file that is there
-    and holds tables (checked read-only), or any other store. A command that only reads asks first: MLflow
-    opening a missing or empty file writes its tables into it (0 B -> 954 KB)."""
-    db = sqlite_path(uri)
-    return db is None or (db.is_file() and bool(sqlite_tables(db, uri, tracking_option(None))))
-
-
 def check_mlflow_sqlite(db: Path, uri: str, option: str) -> None:
     """The existing file ``db`` (of ``uri``) is an MLflow store, or an SQLite database with no tables yet
     (nothing in it to lose), read-only: MLflow would otherwise write its tables into someone's database."""

@@ -83,11 +83,11 @@ def _histories(table: pl.DataFrame) -> dict[str, dict[str, list[float]]]:
 def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str | None = None) -> SpecData | None:
     """A sweep's finished runs from the MLflow store, with the histories of every metric ``wanted`` accepts;
     ``None`` when the store has no such experiment or no finished trial of it."""
-    from simlab import stores, tracking
+    from simlab import tracking
     from simlab.tracking.reading import episodes_table, fetch_runs, history_table
 
     store = tracking.resolve_store(tracking_uri)
-    if not stores.holds_runs_store(store.tracking_uri):  # reading must not create the store
+    if not store.holds_runs:  # reading must not create the store
         return None
     fetched = fetch_runs(store, experiment)
     if fetched is None:

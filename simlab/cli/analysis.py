@@ -282,7 +282,7 @@ def ui(
         check_value("--workers", workers, ints(1, 64))
         store = tracking.Store(*stores.check_run_store(tracking_uri, stores.home()))  # checked as sweep does
         db = stores.sqlite_path(store.tracking_uri)
-        if db is not None and db.is_file() and not stores.holds_runs_store(store.tracking_uri):
+        if db is not None and db.is_file() and not store.holds_runs:
             raise StoreError.invalid(stores.tracking_option(tracking_uri), store.tracking_uri,
                                      "the file holds no MLflow store yet (the UI would write its tables into it); "
                                      "run `simlab sweep` first, or give a path that is not there")

@@ -82,6 +82,14 @@ class Store:
         db = sqlite_path(self.tracking_uri)
         return db.parent if db is not None else None
 
+    @property
+    def holds_runs(self) -> bool:
+        """Whether there is a store to read: a local sqlite file that exists and holds tables (read-only
+        look), or any other store. A command that only reads asks first: MLflow opening a missing or empty
+        file writes its tables into it (0 B -> 954 KB)."""
+        db = sqlite_path(self.tracking_uri)
+        return db is None or (db.is_file() and bool(stores.sqlite_tables(db, self.tracking_uri, "--tracking-uri")))
+
 
 def repo_root() -> Path:
     """The folder holding the ``simlab`` package (a checkout's root: its git commit is the provenance).
