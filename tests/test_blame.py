@@ -9,18 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.bench_blame import scan
 from simlab.blame import NEAR, _nearest
 from simlab.config import resolve
 from simlab.errors import ConfigError
-
-
-def _scan(value: int, works: Any, limit: int) -> str | None:
-    """The reference: every integer outward from ``value``, up before down at each distance."""
-    for step in range(1, limit + 1):
-        for cand, how in ((value + step, ">="), (value - step, "<=")):
-            if cand >= 0 and works(cand):
-                return f"choose an integer {how} {cand}"
-    return None
 
 
 @given(st.integers(0, 5000), st.integers(0, 5000), st.integers(0, 6000), st.booleans())
@@ -45,7 +37,7 @@ def test_the_nearest_end_of_an_interval_is_the_one_a_full_scan_finds(value: int,
     searched = len(calls)
     distance = low - value if low > value else value - high
     if distance <= NEAR or width >= distance:
-        assert found == _scan(value, works, 12_000)
+        assert found == scan(value, works, 12_000)
     elif found is not None:
         assert works(int(found.rsplit(" ", 1)[1]))
     assert searched <= 2 * NEAR + 4 * 27 + 13  # one by one, then each way a gallop (down: and halvings) and a bisection

@@ -65,7 +65,7 @@ def check_arms(row: FindingRow) -> None:
             raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
                 f"findings.{arm}", given, f"select a variant of the spec (row {row.id}); it runs {runs}").args[0])
         for key, values in selector.items():
-            for value in values:
+            for value in values if len(values) > 1 else ():  # a single value is the arm just checked
                 if not any(selects(v, {**selector, key: (value,)}) for v in labels):
                     raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
                         f"findings.{arm}.{key}", value, f"no variant of the spec (row {row.id}) with the arm's "

@@ -37,6 +37,8 @@ from simlab.sweep.spec import (
     key_paths,
 )
 
+_KEY_PATH = {short: path for path, short in SHORT.items()}
+"""An old spelling -> the key path a spec writes now (``preset`` -> ``task.preset``)."""
 RESERVED = ("seed", "variant")
 """Optuna parameter names the runner uses itself."""
 Grid = Annotated[
@@ -128,7 +130,7 @@ def _check_settings(where: str, settings: Mapping[str, Any]) -> None:
 
 def _check_spelling(shown: str, key: str) -> None:
     """A key a spec spelt otherwise before it used the run config's key paths gets the one to write."""
-    new = {short: path for path, short in SHORT.items()}.get(key)
+    new = _KEY_PATH.get(key)
     if new is not None:
         raise SpecError(f"`{shown}` is not a config key path; write `{new}` (a spec spells each setting as "
                         "--set does)")
