@@ -28,8 +28,9 @@ def audit(
     ] = None,
 ) -> None:
     """Recompute the published results the seed audits: difference, SE, sigma, like-for-like, verdict."""
-    from simlab.analysis.audit import audit as run_audit
-    from simlab.analysis.audit import load_published, to_markdown
+    from simlab.analysis.audit.data import load_published
+    from simlab.analysis.audit.table import audit as run_audit
+    from simlab.analysis.audit.table import to_markdown
     from simlab.analysis.tables import check_output_dir, write_tables
 
     try:
@@ -105,7 +106,7 @@ def report(
             check_output_dir(out)  # the options first, as `simlab audit`
         _check_experiment(experiment, tracking_uri)  # before MLflow and the report's own imports (seconds)
         levels = report_levels(effect, alpha, power, threshold)
-        from simlab.analysis.report import build_report
+        from simlab.analysis.report.build import build_report
 
         made = build_report(
             experiment, baseline=baseline, out=out, against=against_published, tracking_uri=tracking_uri,
@@ -124,7 +125,7 @@ def report(
 
 def summary_rows(table: Any) -> list[dict[str, Any]]:
     """The per-variant numbers the sweep's parent run logs, from the report's variant table
-    (:func:`simlab.analysis.report.variant_table`; only these of its columns: evaluation, statistic, variant,
+    (:func:`simlab.analysis.report.build.variant_table`; only these of its columns: evaluation, statistic, variant,
     baseline, mean, se, difference, se_difference, sigma). The baseline has no difference from itself; a
     statistic other than the final value is named after its evaluation (``compacted_auc``)."""
     rows = []
@@ -187,8 +188,8 @@ def _check_experiment(experiment: str, tracking_uri: str | None) -> None:
 
 
 def report_levels(effect: float, alpha: float, power: float, threshold: float | None = None) -> Any:
-    """The report's :class:`~simlab.analysis.report.Levels`, each flag checked (one line naming it)."""
-    from simlab.analysis.report import Levels
+    """The report's :class:`~simlab.analysis.report.build.Levels`, each flag checked (one line naming it)."""
+    from simlab.analysis.report.build import Levels
     from simlab.analysis.statistics.power import SUCCESS_LEVEL, check_levels, success_level_ok
 
     if not (math.isfinite(effect) and effect > 0):
@@ -227,7 +228,9 @@ def findings(
     ] = None,
 ) -> None:
     """Each published finding beside simlab's difference, its control and a verdict (a compact table)."""
-    from simlab.analysis import replication as rep
+    from simlab.analysis.replication import table as rows_table
+    from simlab.analysis.replication.text import to_compact, to_markdown
+    from simlab.analysis.replication.verdicts import Levels
     from simlab.analysis.statistics.power import check_levels
     from simlab.analysis.tables import check_output_dir
 
@@ -243,20 +246,20 @@ def findings(
             from simlab import stores
 
             stores.check_run_store(tracking_uri, stores.home())
-        rows = rep.load_rows(specs or rep.SPEC_DIR)
+        rows = rows_table.load_rows(specs or rows_table.SPEC_DIR)
         if export:
-            for path in rep.export(rows, tracking_uri=tracking_uri):
+            for path in rows_table.export(rows, tracking_uri=tracking_uri):
                 typer.echo(f"exported {path}", err=True)
-        found = rep.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
-                          levels=rep.Levels(alpha, power))
+        found = rows_table.gather(rows, tracking_uri=tracking_uri, source=source,  # type: ignore[arg-type]
+                                 levels=Levels(alpha, power))
     except ConfigError as exc:  # FindingsError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
-    for path in rep.dose_figures(found, figures) if figures is not None else []:
+    for path in rows_table.dose_figures(found, figures) if figures is not None else []:
         typer.echo(f"figure {path}", err=True)
     if json_out:
         typer.echo(json.dumps(json_safe(found.rows), indent=2))
     else:
-        typer.echo(rep.to_markdown(found) if markdown else rep.to_compact(found))
+        typer.echo(to_markdown(found) if markdown else to_compact(found))
 
 
 @app.command()

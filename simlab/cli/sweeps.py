@@ -128,7 +128,7 @@ def _write_summary(spec: Any, result: Any) -> Path | None:
 
 def _print_report(experiment: str, tracking_uri: str) -> None:
     """The report at the end of a sweep; a sweep with nothing to report says why instead of failing."""
-    from simlab.analysis.report import build_report
+    from simlab.analysis.report.build import build_report
     from simlab.cli.analysis import summary_on_parent  # here: the report's commands follow the sweep's in --help
     from simlab.errors import ReportError
 
