@@ -37,8 +37,10 @@ sys.path.insert(0, str(REPO))  # the tests' toy backend and service helpers
 
 from simlab.names import ATTR_OWNER, ATTR_RUN  # noqa: E402
 from simlab.sweep import lifecycle, parse_spec  # noqa: E402
+from simlab.sweep.plan import GridPlan  # noqa: E402
+from simlab.sweep.queue import trial_queue  # noqa: E402
 from simlab.sweep.spec import SweepSpec  # noqa: E402
-from simlab.sweep.study import enqueue_missing, open_storage  # noqa: E402
+from simlab.sweep.study import FINAL_FAILURES  # noqa: E402
 from simlab.sweep.trial import TrialContext, _suggest, claim  # noqa: E402
 from tests.services import Postgres, start_mlflow_server, stop_group  # noqa: E402
 from tests.stores import TOY  # noqa: E402
@@ -108,9 +110,9 @@ def workers_run(
 def storage_cycle(spec: SweepSpec, location: str, trials: int) -> float:
     """Mean seconds one trial costs the study store (after the grid is enqueued): the runner's claim
     (with its heartbeat for a database), owner, parameters, MLflow run id and tell."""
-    storage = open_storage(location, tracking_uri=None)
+    storage = trial_queue(location).open()
     study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize")
-    enqueue_missing(study, spec)
+    GridPlan().enqueue(study, spec, FINAL_FAILURES)
     ctx = TrialContext(spec, TOY, location, "", None, "0", "0", lifecycle.this_owner(), "")
     times = []
     for _ in range(trials):

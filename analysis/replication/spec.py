@@ -268,7 +268,7 @@ def _parsed(text: str) -> SweepSpec | None:
 def grid_variants(text: str) -> tuple[str, ...]:
     """The variant labels a grid spec runs (keyed by its text); empty for a sampled space or a spec that
     does not parse."""
-    from simlab.sweep.spec import Cell
+    from simlab.sweep.space import Cell
 
     spec = _parsed(text)
     if spec is None or spec.sampler != "grid":

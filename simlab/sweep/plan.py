@@ -2,7 +2,7 @@
 worker gets its next trial. Nothing else in simlab asks which sampler a spec names.
 
 - :class:`GridPlan`: every cell x seed, each queued as a WAITING trial with fixed parameters
-  (:func:`.study.enqueue_missing`) and claimed from the study's queue; the sampler never chooses a value.
+  (:meth:`GridPlan.enqueue`) and claimed from the study's queue; the sampler never chooses a value.
 - :class:`TpePlan`: ``n_trials`` samples of Optuna's TPE, asked for one at a time while ``n_trials``
   allows (under the study's lock: it bounds every process together); the seeds are taken in turn over
   the trial numbers.

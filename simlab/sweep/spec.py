@@ -25,9 +25,6 @@ from simlab.rules import COUNT_MAX, TABLE, Real, Says
 from simlab.schema import flatten
 from simlab.sweep.space import Axis, Cell, Scalar
 
-__all__ = ["Axis", "Cell", "Objective", "PrunerSpec", "SweepSpec", "Variant", "key_paths", "probe_settings"]
-"""Axis and Cell are the search space's (:mod:`simlab.sweep.space`), named here too for the spec's readers."""
-
 if TYPE_CHECKING:
     from simlab.sweep.plan import Plan
 

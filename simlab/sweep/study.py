@@ -1,9 +1,10 @@
-"""A sweep's study: reconcile and enqueue, and the trials table (where it lives and its lock are its
-queue's, :mod:`.queue`; which trials it runs, its plan's, :mod:`.plan`).
+"""A sweep's study: its pruner, reconcile, and the trials table (where it lives and its lock are its
+queue's, :mod:`.queue`; which trials it runs and how they are enqueued, its plan's, :mod:`.plan`).
 
-- **Grid x seeds are enqueued explicitly**, one waiting trial per missing cell, under the study's lock.
-  ``GridSampler`` re-samples points after a crash and ``enqueue_trial(skip_if_exists=True)`` also skips
-  cells whose only trial FAILED, so neither gives "each cell exactly once".
+- **Grid x seeds are enqueued explicitly** (:meth:`.plan.GridPlan.enqueue`), one waiting trial per
+  missing cell, under the study's lock. ``GridSampler`` re-samples points after a crash and
+  ``enqueue_trial(skip_if_exists=True)`` also skips cells whose only trial FAILED, so neither gives
+  "each cell exactly once".
 - **Stale trials are reconciled here**: a rerun fails the trials whose worker died (found by
   its queue: Optuna's heartbeat for a database study, the owner's process for a journal, which has
   none), ends their MLflow runs KILLED, and enqueues their cells again. Finished trials and runs are
@@ -12,22 +13,18 @@ queue's, :mod:`.queue`; which trials it runs, its plan's, :mod:`.plan`).
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 import polars as pl
-from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from simlab import names, tracking
 from simlab.names import ATTR_CELL, ATTR_FAILURE, ATTR_REASON, ATTR_REPLACES, ATTR_RUN
-from simlab.sweep import lifecycle, rdb
-from simlab.sweep.plan import GridPlan
-from simlab.sweep.queue import TrialQueue, trial_queue
+from simlab.sweep import lifecycle
+from simlab.sweep.queue import TrialQueue
 from simlab.sweep.spec import SweepSpec
 
 FINAL_FAILURES = ("diverged",)
@@ -37,22 +34,7 @@ FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 ``simlab sweep`` or ``simlab worker`` start retries it. Only a killed trial's cell runs again at once."""
 
 
-# --- where things live (the queue's, by location) ---
-
-
-def open_storage(
-    location: str, heartbeat: int = rdb.HEARTBEAT_S, tracking_uri: str | None = None
-) -> BaseStorage:
-    """The storage of the study at ``location``, a journal file or a database URL (:func:`.queue.trial_queue`)."""
-    return trial_queue(location, heartbeat, tracking_uri).open()
-
-
-def storage_lock(location: str, name: str = "") -> contextlib.AbstractContextManager[None]:
-    """The lock of the study at ``location`` around reconcile + enqueue (:func:`.queue.trial_queue`)."""
-    return trial_queue(location).lock(name)
-
-
-# --- study setup, reconcile, enqueue ---
+# --- the pruner, reconcile ---
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
@@ -97,11 +79,6 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
             tracking.finish_run(
                 client, run_id, "KILLED", f"killed: trial {number}'s process died before it finished"
             )
-
-
-def enqueue_missing(study: optuna.Study, spec: SweepSpec, final: Sequence[str] = FINAL_FAILURES) -> int:
-    """Enqueue every grid cell that no trial accounts for; returns how many were enqueued (:class:`.plan.GridPlan`)."""
-    return GridPlan().enqueue(study, spec, final)
 
 
 # --- the results table ---

@@ -79,58 +79,35 @@ class TrialLost(RuntimeError):
     """Another process failed this trial as stale and queued its cell again: stop running it."""
 
 
-class TrialSink:
-    """Forwards to the MLflow sink; reports the objective to Optuna (pruning); stops an orphaned worker,
-    and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.rdb.Beat`)."""
+class TrialSink(tracking.MlflowSink):
+    """The trial's MLflow sink that also reports the objective to Optuna (pruning), and stops an orphaned
+    worker and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.rdb.Beat`)."""
 
-    def __init__(
-        self,
-        inner: tracking.MlflowSink,
-        trial: optuna.Trial,
-        objective: str,
-        prune: bool,
-        coordinator_pid: int,
-        lost: threading.Event | None = None,
-    ) -> None:
-        self.inner, self.trial, self.objective, self.prune = inner, trial, objective, prune
-        self.coordinator_pid = coordinator_pid
-        self.lost = lost
-        self.last_step = -1
+    def watch(self, trial: optuna.Trial, objective: str, prune: bool, coordinator_pid: int,
+              lost: threading.Event | None = None) -> TrialSink:
+        """Report ``objective`` to ``trial`` from now on; the sink itself."""
+        self.trial, self.objective, self.prune = trial, objective, prune
+        self.coordinator_pid, self.lost, self.last_step = coordinator_pid, lost, -1
+        return self
 
-    def _check_coordinator(self) -> None:
-        # a SIGKILLed coordinator cannot stop its loky workers; they must not finish a trial the rerun
-        # will mark killed and run again, so they leave at the next step
+    def check_coordinator(self) -> None:
+        """Leave at once when the coordinator died: a SIGKILLed one cannot stop its loky workers, and they
+        must not finish a trial the rerun will mark killed and run again."""
         if os.getpid() != self.coordinator_pid and os.getppid() != self.coordinator_pid:
             os._exit(70)
 
-    def log_params(self, params: dict[str, Any]) -> None:
-        """Forward to the MLflow sink."""
-        self.inner.log_params(params)
-
-    def set_tags(self, tags: dict[str, str]) -> None:
-        """Forward to the MLflow sink."""
-        self.inner.set_tags(tags)
-
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        """Forward, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
-        self._check_coordinator()
+        """Log, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
+        self.check_coordinator()
         if self.lost is not None and self.lost.is_set():
             raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
-        self.inner.log_metrics(metrics, step)
+        super().log_metrics(metrics, step)
         self.last_step = max(self.last_step, step)
         value = metrics.get(self.objective)
         if self.prune and value is not None and math.isfinite(value):
             self.trial.report(float(value), step)
             if self.trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {step} ({self.objective}={value:.4g})")
-
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        """Forward to the MLflow sink."""
-        self.inner.log_artifact(path, artifact_path)
-
-    def close(self, status: str = "FINISHED", reason: str = "") -> None:
-        """Forward to the MLflow sink."""
-        self.inner.close(status, reason)
 
 
 def _failure_kind(exc: BaseException) -> str:
@@ -173,7 +150,7 @@ class _ClaimedTrial:
 
     study: optuna.Study
     trial: optuna.Trial
-    sink: tracking.MlflowSink
+    sink: TrialSink
     start: float
     """``perf_counter`` when the trial was claimed."""
     create_s: float
@@ -203,18 +180,19 @@ class _ClaimedTrial:
         self.sink.close(status, reason)
         return self.outcome(state.name, reason=reason)
 
-    def finish(self, result: dict[str, float], objective: str, tsink: TrialSink) -> TrialOutcome:
+    def finish(self, result: dict[str, float], objective: str) -> TrialOutcome:
         """Tell Optuna the objective from ``result`` and end the run FINISHED (or fail it without one)."""
         value = result.get(objective)
         if value is None or not math.isfinite(float(value)):
             got = ", ".join(sorted(result)) or "nothing"
             return self.fail("error", f"objective {objective!r} is {value!r}; the trial returned {got}")
-        tsink._check_coordinator()
-        # the trainer logs its final evaluation itself; record only what it returned without logging
+        self.sink.check_coordinator()
+        # the trainer logs its final evaluation itself; record only what it returned without logging (to
+        # MLflow alone: pruning is over)
         logged = self.sink.rows[-1] if self.sink.rows else {}
         unlogged = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and k not in logged}
         if unlogged:
-            self.sink.log_metrics(unlogged, max(tsink.last_step, 0))
+            tracking.MlflowSink.log_metrics(self.sink, unlogged, max(self.sink.last_step, 0))
         if not lifecycle.finish(self.study, self.trial, float(value)):
             return self.gone()
         self.sink.close("FINISHED")
@@ -231,7 +209,7 @@ def _build(backend: TrialBackend, spec: SweepSpec, cell: Cell) -> tuple[Any, dic
         return None, {}, exc
 
 
-def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> tracking.MlflowSink:
+def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> TrialSink:
     """The trial's MLflow run (nested under the sweep's parent), recorded on the trial."""
     client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
     tags = {
@@ -245,7 +223,7 @@ def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: d
     }
     run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
     lifecycle.record(trial, {ATTR_RUN: run_id})
-    return tracking.MlflowSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
+    return TrialSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
 
 
 def run_trial(
@@ -263,15 +241,14 @@ def run_trial(
     if build_error is not None:
         return run.fail("error", f"config: {build_error}")
     run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
-    tsink = TrialSink(run.sink, trial, spec.objective.metric, spec.pruner.kind != "nop",
-                      int(ctx.coordinator["pid"]), lost)
+    sink = run.sink.watch(trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"]), lost)
     try:
-        result = backend.train(cfg, tsink, Path(ctx.store))
+        result = backend.train(cfg, sink, Path(ctx.store))
     except optuna.TrialPruned as exc:
         return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
     except Exception as exc:
         return run.fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
-    return run.finish(result, spec.objective.metric, tsink)
+    return run.finish(result, spec.objective.metric)
 
 
 def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:

@@ -201,8 +201,10 @@ def test_enqueue_under_the_database_lock_is_idempotent(optuna_db: str) -> None:
     import tomllib
 
     from simlab.sweep import parse_spec
+    from simlab.sweep.plan import GridPlan
+    from simlab.sweep.queue import trial_queue
     from simlab.sweep.rdb import open_rdb
-    from simlab.sweep.study import enqueue_missing, storage_lock
+    from simlab.sweep.study import FINAL_FAILURES
 
     spec = parse_spec(tomllib.loads(SPEC.format(name="racing", step_seconds=0.0)))
     optuna.create_study(study_name=spec.name, storage=optuna_db)
@@ -211,8 +213,8 @@ def test_enqueue_under_the_database_lock_is_idempotent(optuna_db: str) -> None:
 
     def enqueue(study: optuna.Study) -> int:
         start.wait()
-        with storage_lock(optuna_db, spec.name):
-            return enqueue_missing(study, spec)
+        with trial_queue(optuna_db).lock(spec.name):
+            return GridPlan().enqueue(study, spec, FINAL_FAILURES)
 
     with ThreadPoolExecutor(len(studies)) as pool:
         added = list(pool.map(enqueue, studies))

@@ -33,7 +33,7 @@ import pytest
 
 from simlab import names, tracking
 from simlab.sweep import parse_spec
-from simlab.sweep.study import open_storage
+from simlab.sweep.queue import trial_queue
 from tests.stores import TINY
 
 SAMPLERS = {
@@ -95,7 +95,7 @@ def run_cells(sampler: str, storage: str, root: Path, tracking_uri: str) -> dict
     result = run_sweep(spec, workers=1, storage=location, tracking_uri=tracking_uri, root=root,
                        progress=False, echo=lambda _: None)
     assert [o.state for o in result.outcomes] == ["COMPLETE"] * len(result.outcomes), result.outcomes
-    study = optuna.load_study(study_name=name, storage=open_storage(location))
+    study = optuna.load_study(study_name=name, storage=trial_queue(location).open())
     client = tracking.resolve_store(tracking_uri).client()
     cells = {}
     for trial in study.get_trials():

@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from simlab import tracking
 from simlab.sweep import load_spec
-from simlab.sweep.study import open_storage
+from simlab.sweep.queue import trial_queue
 from tests.stores import Stores, write_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def _sweep(spec: Path, stores: Stores, workers: int = 2) -> subprocess.Popen[str
 
 def _trials(stores: Stores) -> list[optuna.trial.FrozenTrial]:
     try:
-        study = optuna.load_study(study_name="killme", storage=open_storage(str(stores.storage)))
+        study = optuna.load_study(study_name="killme", storage=trial_queue(str(stores.storage)).open())
     except KeyError:  # not created yet
         return []
     return study.get_trials()

@@ -12,7 +12,9 @@ from optuna.trial import TrialState
 
 from simlab import tracking
 from simlab.sweep import lifecycle, parse_spec
-from simlab.sweep.study import enqueue_missing, open_storage
+from simlab.sweep.plan import GridPlan
+from simlab.sweep.queue import trial_queue
+from simlab.sweep.study import FINAL_FAILURES
 from tests.stores import TOY, Stores, run_cli, write_spec
 
 SPEC = """
@@ -30,18 +32,18 @@ metric = "eval/compacted_success"
 
 def test_enqueue_each_cell_exactly_once(tmp_path: Path) -> None:
     spec = parse_spec(tomllib.loads(SPEC))
-    storage = open_storage(str(tmp_path / "journal.log"))
+    storage = trial_queue(str(tmp_path / "journal.log")).open()
     study = optuna.create_study(study_name=spec.name, storage=storage)
-    assert enqueue_missing(study, spec) == 8
-    assert enqueue_missing(study, spec) == 0  # a second coordinator (or a rerun) adds nothing
+    assert GridPlan().enqueue(study, spec, FINAL_FAILURES) == 8
+    assert GridPlan().enqueue(study, spec, FINAL_FAILURES) == 0  # a second coordinator (or a rerun) adds nothing
     cells = [t.user_attrs["cell"] for t in study.get_trials()]
     assert sorted(cells) == sorted(c.key for c in spec.cells())
     # a cell whose trial failed for a reason other than divergence is queued again, once
     first = lifecycle.claim_waiting(study)
     assert first is not None
     assert lifecycle.fail(study, first, lifecycle.KILLED, "killed: its process died")
-    assert enqueue_missing(study, spec) == 1
-    assert enqueue_missing(study, spec) == 0
+    assert GridPlan().enqueue(study, spec, FINAL_FAILURES) == 1
+    assert GridPlan().enqueue(study, spec, FINAL_FAILURES) == 0
 
 
 def test_sweep_records_diverged_trials_and_continues(ready_stores: Stores, tmp_path: Path) -> None:
@@ -52,7 +54,7 @@ def test_sweep_records_diverged_trials_and_continues(ready_stores: Stores, tmp_p
     # the report follows; the toy backend logs no eval/compacted/success, so every seed counts as missing
     assert "## simlab report: toy" in result.output and "4 of 8 trial runs finished" in result.output
 
-    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    study = optuna.load_study(study_name="toy", storage=trial_queue(str(ready_stores.storage)).open())
     by_state: dict[TrialState, list[optuna.trial.FrozenTrial]] = {}
     for t in study.get_trials():
         by_state.setdefault(t.state, []).append(t)
@@ -105,7 +107,7 @@ def test_added_seeds_run_only_the_new_cells(ready_stores: Stores, tmp_path: Path
     small = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1]")
     spec = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0]"))
     assert run_cli(["sweep", str(spec), "--no-progress", *ready_stores.args()]).exit_code == 0
-    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    study = optuna.load_study(study_name="toy", storage=trial_queue(str(ready_stores.storage)).open())
     first = {t.user_attrs["cell"]: (t.number, t.datetime_complete) for t in study.get_trials()}
     assert len(first) == 2
     more = write_spec(tmp_path, small.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"), "more.toml")
@@ -124,7 +126,7 @@ def test_the_seed_is_a_user_attribute_not_a_searched_parameter(ready_stores: Sto
     text = SPEC.replace("train.lr = [0.1, 5.0]", "train.lr = [0.1, 0.2]")
     result = ready_stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY)
     assert result.failed == 0
-    study = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage)))
+    study = optuna.load_study(study_name="toy", storage=trial_queue(str(ready_stores.storage)).open())
     trials = study.get_trials()
     assert len(trials) == 8 and all(set(t.params) == {"train.lr", "train.overlong_mask"} for t in trials)
     assert sorted(t.user_attrs["seed"] for t in trials) == [0, 0, 0, 0, 1, 1, 1, 1]
@@ -142,7 +144,7 @@ def test_tpe_trials_record_their_seed_too(ready_stores: Stores) -> None:
     text = text.replace('seeds = [0, 1]', 'seeds = [0, 1]\nsampler = "tpe"\nn_trials = 4')
     text = text.replace("train.overlong_mask = [true, false]", "")
     ready_stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY)
-    trials = optuna.load_study(study_name="toy", storage=open_storage(str(ready_stores.storage))).get_trials()
+    trials = optuna.load_study(study_name="toy", storage=trial_queue(str(ready_stores.storage)).open()).get_trials()
     assert [set(t.params) for t in trials] == [{"train.lr"}] * 4
     assert sorted(t.user_attrs["seed"] for t in trials) == [0, 0, 1, 1]
 
@@ -160,6 +162,6 @@ def test_a_tpe_sweep_played_again_draws_the_same_values(tmp_path: Path, empty_ml
         shutil.copy(empty_mlflow_db, folder / "mlflow.db")
         stores = Stores(folder, f"sqlite:///{folder / 'mlflow.db'}", folder / "journal.log")
         stores.sweep(parse_spec(tomllib.loads(text)), backend=TOY, workers=1)
-        trials = optuna.load_study(study_name="toy", storage=open_storage(str(stores.storage))).get_trials()
+        trials = optuna.load_study(study_name="toy", storage=trial_queue(str(stores.storage)).open()).get_trials()
         drawn.append([t.params["train.lr"] for t in trials])
     assert drawn[0] == drawn[1] and len(set(drawn[0])) == 4, drawn

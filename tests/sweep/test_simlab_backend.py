@@ -9,7 +9,7 @@ import optuna
 
 from simlab import tracking
 from simlab.sweep import parse_spec
-from simlab.sweep.study import open_storage
+from simlab.sweep.queue import trial_queue
 from tests.stores import TINY, Stores, run_cli, write_spec
 
 
@@ -40,7 +40,7 @@ def test_tiny_real_sweep_end_to_end(ready_stores: Stores, tmp_path: Path) -> Non
     result = ready_stores.sweep(spec, root=tmp_path)
     assert [o.state for o in result.outcomes] == ["COMPLETE"], result.outcomes
     assert list((tmp_path / "mlruns" / "base").glob("*.pt")), "the base checkpoint was not cached"
-    study = optuna.load_study(study_name="tiny", storage=open_storage(str(ready_stores.storage)))
+    study = optuna.load_study(study_name="tiny", storage=trial_queue(str(ready_stores.storage)).open())
     (trial,) = study.get_trials()
     client = tracking.resolve_store(ready_stores.tracking_uri).client()
     run = client.get_run(trial.user_attrs["mlflow_run_id"])
