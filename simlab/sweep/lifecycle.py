@@ -37,7 +37,9 @@ KILLED = "killed"
 
 
 def _process_start(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (so a recycled pid is not mistaken for the owner)."""
+    """The kernel's start time of ``pid`` (so a recycled pid is not mistaken for the owner), in clock ticks
+    since boot: psutil's ``create_time`` adds the wall clock's boot time, which moves when NTP corrects the
+    clock (psutil issues 2526, 2541), and a moved start would make a live owner look dead."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
