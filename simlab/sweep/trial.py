@@ -83,12 +83,12 @@ class TrialSink(tracking.MlflowSink):
     """The trial's MLflow sink that also reports the objective to Optuna (pruning), and stops an orphaned
     worker and one whose trial was failed as stale (``lost``, set by its :class:`~simlab.sweep.rdb.Beat`)."""
 
-    def watch(self, trial: optuna.Trial, objective: str, prune: bool, coordinator_pid: int,
-              lost: threading.Event | None = None) -> TrialSink:
-        """Report ``objective`` to ``trial`` from now on; the sink itself."""
-        self.trial, self.objective, self.prune = trial, objective, prune
-        self.coordinator_pid, self.lost, self.last_step = coordinator_pid, lost, -1
-        return self
+    def __init__(self, client: Any, run_id: str, ctx: TrialContext, trial: optuna.Trial,
+                 lost: threading.Event) -> None:
+        spec = ctx.spec
+        super().__init__(client, run_id, curve_keys=(spec.objective.metric, *CURVE_KEYS))
+        self.trial, self.objective, self.prune = trial, spec.objective.metric, spec.pruner.kind != "nop"
+        self.coordinator_pid, self.lost, self.last_step = int(ctx.coordinator["pid"]), lost, -1
 
     def check_coordinator(self) -> None:
         """Leave at once when the coordinator died: a SIGKILLed one cannot stop its loky workers, and they
@@ -99,7 +99,7 @@ class TrialSink(tracking.MlflowSink):
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Log, stop if the coordinator died or the trial was lost, and report the objective for pruning."""
         self.check_coordinator()
-        if self.lost is not None and self.lost.is_set():
+        if self.lost.is_set():
             raise TrialLost(f"trial {self.trial.number} was failed as stale by another process")
         super().log_metrics(metrics, step)
         self.last_step = max(self.last_step, step)
@@ -209,7 +209,8 @@ def _build(backend: TrialBackend, spec: SweepSpec, cell: Cell) -> tuple[Any, dic
         return None, {}, exc
 
 
-def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str]) -> TrialSink:
+def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: dict[str, str],
+              lost: threading.Event) -> TrialSink:
     """The trial's MLflow run (nested under the sweep's parent), recorded on the trial."""
     client = tracking.Store(ctx.tracking_uri, ctx.artifact_root).client()
     tags = {
@@ -223,7 +224,7 @@ def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: d
     }
     run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
     lifecycle.record(trial, {ATTR_RUN: run_id})
-    return TrialSink(client, run_id, curve_keys=(ctx.spec.objective.metric, *CURVE_KEYS))
+    return TrialSink(client, run_id, ctx, trial, lost)
 
 
 def run_trial(
@@ -236,14 +237,13 @@ def run_trial(
     cell = spec.plan.cell(trial, spec, _suggest(trial, spec))
     t0 = time.perf_counter()
     cfg, config_tags, build_error = _build(backend, spec, cell)
-    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags), start, 0.0)
+    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags, lost), start, 0.0)
     run.create_s = time.perf_counter() - t0
     if build_error is not None:
         return run.fail("error", f"config: {build_error}")
     run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
-    sink = run.sink.watch(trial, spec.objective.metric, spec.pruner.kind != "nop", int(ctx.coordinator["pid"]), lost)
     try:
-        result = backend.train(cfg, sink, Path(ctx.store))
+        result = backend.train(cfg, run.sink, Path(ctx.store))
     except optuna.TrialPruned as exc:
         return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
     except Exception as exc:
