@@ -250,10 +250,11 @@ def test_summariser_checkpoint_is_a_folder(places: dict[str, Path]) -> None:
         (["sweep", "quick", "--tracking-uri", "sqlite:///{folder}"], ["`--tracking-uri=", "is a folder"]),
         (["sweep", "quick", "--storage", "{file}/journal.log"], ["`--storage=", "is a file"]),
         (["audit", "--out", "{file}"], ["`--out=", "choose an existing folder"]),
-        (["audit", "--data", "{folder}"], ["`--data=", "cannot be read"]),
-        (["audit", "--data", "{binary}"], ["`--data=", "cannot be read"]),
+        (["audit", "--data", "{folder}"], ["`--data=", "it is a folder"]),
+        (["audit", "--data", "{binary}"], ["`--data=", "not UTF-8 text"]),
         (["report", "x", "--out", "{file}"], ["`--out=", "choose an existing folder"]),
         (["findings", "--specs", "{file}"], ["`--specs=", "choose an existing folder"]),
+        (["findings", "--source", "exports", "--specs", "{root}"], ["`findings spec=", "not UTF-8 text"]),
     ],
 )
 def test_path_options_given_the_wrong_kind(places: dict[str, Path], args: list[str], words: list[str]) -> None:

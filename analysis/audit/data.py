@@ -7,7 +7,6 @@ time. Judging the claims is :mod:`simlab.analysis.audit.table`.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model
 from simlab.analysis.statistics import stats
 from simlab.errors import AuditDataError
 from simlab.rules import COUNT_MAX, TABLE, Real, check_value, refuse
+from simlab.schema import read_toml
 
 
 def default_data_path() -> Path:
@@ -178,12 +178,7 @@ class Published:
 # ---------------------------------------------------------------------------------------- loading
 def _read(source: Path) -> PublishedFile:
     """The file validated as :class:`PublishedFile`; an unreadable file or a bad field names itself."""
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditDataError(f"`--data={str(source)!r}` cannot be read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise AuditDataError(f"`--data={str(source)!r}` is not valid TOML: {exc}") from exc
+    raw = read_toml(source, "--data", AuditDataError)
     published: PublishedFile = check_value("", raw, PublishedFile, AuditDataError)
     return published
 

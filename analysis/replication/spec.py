@@ -23,6 +23,7 @@ from simlab.analysis.statistics import outcomes
 from simlab.analysis.statistics.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
 from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
+from simlab.schema import read_toml
 
 if TYPE_CHECKING:
     from simlab.sweep.spec import SweepSpec
@@ -194,10 +195,7 @@ ROW_KEYS = tuple(key for key in FindingRow.model_fields if key not in ("spec", "
 
 def parse_rows(path: Path) -> list[FindingRow]:
     """The ``[[findings]]`` rows of one spec file, validated."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FindingsError(f"{path}: cannot read the spec ({exc})") from None
+    raw = read_toml(path, "findings spec", FindingsError)
     rows = raw.get("findings", [])
     if not isinstance(rows, list):
         raise FindingsError(f"{path.name}: {ConfigError.invalid('findings', rows, 'give an array of tables')}")
