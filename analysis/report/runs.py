@@ -136,9 +136,8 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
     from simlab.tracking.reading import episodes_table, fetch_runs, history_table
 
     store = tracking.resolve_store(tracking_uri)
-    db = tracking.sqlite_path(store.tracking_uri)
-    if db is not None and not db.is_file():  # reading must not create an empty store
-        raise unknown_experiment(experiment, f"sqlite:///{db} (no such file)")
+    if not store.holds_runs:  # reading must not create the store, nor fill an empty file
+        raise unknown_experiment(experiment, f"{store.tracking_uri} (no MLflow store there)")
     fetched = fetch_runs(store, experiment)
     if fetched is None:
         raise unknown_experiment(experiment, store.tracking_uri)

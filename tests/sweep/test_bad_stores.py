@@ -353,18 +353,16 @@ def test_an_optuna_database_optuna_wrote_is_accepted(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["empty file", "database without tables"])
 def test_report_reads_an_empty_tracking_database_without_creating_the_store(tmp_path: Path, kind: str) -> None:
     """A sweep may create its store in an empty file; a report only reads, so it says there is nothing yet
-    instead of letting MLflow write its tables into the file (0 B -> 954 KB)."""
-    import contextlib
-    import sqlite3
+    instead of letting MLflow write its tables into the file (0 B -> 954 KB). The command checks before
+    MLflow loads; the report's own reader (for a caller without the command) refuses too."""
+    from simlab.analysis.report.runs import load_runs
+    from simlab.errors import ReportError
 
     db = tmp_path / "empty.db"
-    if kind == "empty file":
-        db.touch()
-    else:
-        with contextlib.closing(sqlite3.connect(db)) as conn:
-            conn.execute("PRAGMA user_version = 7")  # a header, no table
-            conn.commit()
-    data = db.read_bytes()
+    data = _empty_database(db, kind)
+    with pytest.raises(ReportError, match="no MLflow store there"):
+        load_runs("quick", f"sqlite:///{db}")
+    assert db.read_bytes() == data
     result = run_cli(["report", "quick", "--tracking-uri", f"sqlite:///{db}"])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == (f"error: experiment 'quick' does not exist in sqlite:///{db} (the file holds no "
