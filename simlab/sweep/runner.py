@@ -38,14 +38,10 @@ from simlab.sweep.trial import TrialContext, TrialOutcome, open_study, run_one
 class SweepResult:
     """What ``simlab sweep`` prints at the end."""
 
-    study: str
-    storage: str
     tracking_uri: str
-    experiment_id: str
     parent_run_id: str
     ran: int
     failed: int
-    reconciled: tuple[int, ...]
     table: Path | None
     """``trials.csv``: every trial's point, seed, state, value and failure (``None`` if it was not written)."""
     wall_s: float
@@ -89,19 +85,15 @@ class OpenSweep:
     ctx: TrialContext
     reconciled: list[int]
 
-    @property
-    def queue(self) -> TrialQueue:
-        """The study's trial queue (its storage's kind)."""
-        return self.ctx.queue
-
     def todo(self) -> int:
         """Trials still to run, as the plan counts them (waiting cells, or samples ``n_trials`` allows)."""
         return self.spec.plan.todo(self.study, self.spec, self.ctx.final)
 
     def refresh(self) -> list[int]:
         """Reconcile and enqueue what is missing, under the study's lock; the trials it failed."""
-        with self.queue.lock(self.spec.name):
-            failed = reconcile(self.study, self.queue, self.client, self.ctx.experiment_id)
+        queue = self.ctx.queue
+        with queue.lock(self.spec.name):
+            failed = reconcile(self.study, queue, self.client, self.ctx.experiment_id)
             self.spec.plan.enqueue(self.study, self.spec, self.ctx.final)
         return failed
 
@@ -109,14 +101,10 @@ class OpenSweep:
                workers: int = 1) -> SweepResult:
         """The :class:`SweepResult` of this run's ``outcomes``, played on ``workers`` processes."""
         return SweepResult(
-            study=self.spec.name,
-            storage=self.study_store.location,
             tracking_uri=self.store.tracking_uri,
-            experiment_id=self.ctx.experiment_id,
             parent_run_id=self.ctx.parent_run_id,
             ran=sum(o.state != "SKIPPED" for o in outcomes),
             failed=sum(o.state == "FAIL" for o in outcomes),
-            reconciled=tuple(self.reconciled),
             table=table,
             wall_s=time.perf_counter() - start,
             outcomes=tuple(outcomes),
@@ -249,7 +237,7 @@ def drain(
                 running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
                 echo(f"waiting for {running} trial(s) running in other processes ...")
                 waiting_said = True
-            time.sleep(sweep.queue.poll_s)
+            time.sleep(sweep.ctx.queue.poll_s)
 
 
 def machine_cores() -> int:
