@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +70,11 @@ RUN_COLUMNS = ["run_id", "status", "trial", "variant", "seed", "episodes", "hori
                "horizon_single_window", "base_seed", "eval_seed", *EVALUATIONS]
 
 _RUN_SCHEMA = {"run_id": pl.String, "run_name": pl.String, "status": pl.String, "start_time": pl.Int64}
-_KV_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.String}
-_METRIC_SCHEMA = {"run_id": pl.String, "key": pl.String, "value": pl.Float64, "is_nan": pl.Boolean}
+_ROW_SCHEMA = {
+    **_RUN_SCHEMA,
+    **{column: pl.String for column in [*TAGS.values(), "tag_run_name", *PARAMS.values()]},
+    **{name: pl.Float64 for name in EVALUATIONS},
+}
 
 
 @dataclass(frozen=True)
@@ -100,30 +102,24 @@ class SweepRuns:
         return self.runs.get_column("variant").unique(maintain_order=True).to_list()
 
     def seeds_vary(self) -> str:
-        """What the seeds varied, for the report's preamble: "base model, held-out set, RL sampling"."""
-        return describe_seeds(self.runs)
-
-
-def describe_seeds(runs: pl.DataFrame) -> str:
-    """What differs between the seeds of ``runs`` (columns seed, base_seed, eval_seed as logged): the base
-    model when ``base.seed`` is ``run``, the held-out set when ``eval.seed`` is; the RL sampling always."""
-    vary, fixed = [], []
-    for column, what in (("base_seed", "base model"), ("eval_seed", "held-out set")):
-        values = set(runs.get_column(column).drop_nulls().to_list()) if column in runs.columns else set()
-        if values == {"run"}:
-            vary.append(what)
-        elif values:
-            fixed.append(f"{what} ({column.replace('_', '.')} = {', '.join(sorted(map(str, values)))})")
-        else:
-            fixed.append(f"{what} (not logged: assumed shared)")
-    text = "seeds vary: " + ", ".join([*vary, "RL sampling"])
-    return text + ("; held fixed: " + ", ".join(fixed) if fixed else "")
+        """What differs between the seeds, for the report's preamble: the base model when ``base.seed`` is
+        ``run``, the held-out set when ``eval.seed`` is; the RL sampling always."""
+        vary, fixed = [], []
+        for column, what in (("base_seed", "base model"), ("eval_seed", "held-out set")):
+            values = set(self.runs.get_column(column).drop_nulls().to_list())
+            if values == {"run"}:
+                vary.append(what)
+            elif values:
+                fixed.append(f"{what} ({column.replace('_', '.')} = {', '.join(sorted(map(str, values)))})")
+            else:
+                fixed.append(f"{what} (not logged: assumed shared)")
+        text = "seeds vary: " + ", ".join([*vary, "RL sampling"])
+        return text + ("; held fixed: " + ", ".join(fixed) if fixed else "")
 
 
 def shared_held_out(runs: pl.DataFrame) -> bool:
     """Whether every seed of ``runs`` played one held-out set (``eval.seed`` not ``run``, or not logged)."""
-    values = set(runs.get_column("eval_seed").drop_nulls().to_list()) if "eval_seed" in runs.columns else set()
-    return values != {"run"}
+    return set(runs.get_column("eval_seed").drop_nulls().to_list()) != {"run"}
 
 
 def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
@@ -142,26 +138,11 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> SweepRuns:
     if fetched is None:
         raise unknown_experiment(experiment, store.tracking_uri)
     eid, records = fetched
-    runs = pl.DataFrame([{k: r[k] for k in _RUN_SCHEMA} for r in records], schema=_RUN_SCHEMA)
-
-    def long(field: str, keys: Sequence[str]) -> pl.DataFrame:
-        rows = [(r["run_id"], k, str(v)) for r in records for k, v in r[field].items() if k in keys]
-        return pl.DataFrame(rows, schema=_KV_SCHEMA, orient="row")
-
-    wanted = {*EVALUATIONS.values(), *(FINAL_PREFIX + k for k in EVALUATIONS.values())}
-    metrics = [
-        (r["run_id"], k, 0.0 if math.isnan(v) else float(v), math.isnan(v))
-        for r in records
-        for k, v in r["metrics"].items()
-        if k in wanted
-    ]
-    latest = pl.DataFrame(metrics, schema=_METRIC_SCHEMA, orient="row")
-    tags, params = long("tags", [*TAGS, names.RUN_NAME_TAG]), long("params", list(PARAMS))
+    frame = pl.DataFrame([_run_row(r) for r in records], schema=_ROW_SCHEMA)
     finished = [r for r in records if r["status"] == "FINISHED" and r["tags"].get(names.ROLE_TAG) != "parent"]
     history = history_table(store, finished, wanted_history)
     episodes = episodes_table(store, finished)
-    sweep = _assemble(experiment, eid, runs, tags, params, latest, history)
-    return _with_episodes(sweep, episodes)
+    return _assemble(experiment, eid, frame, history, episodes)
 
 
 TOKENS_KEY = names.metric(names.EVAL_COMPACTED, names.TOKENS_PER_EPISODE)
@@ -187,12 +168,18 @@ def unknown_experiment(experiment: str, where: str) -> ReportError:
                        key="experiment", value=experiment, allowed="run `simlab sweep` first")
 
 
-def _wide(long: pl.DataFrame, names: dict[str, str], index: pl.DataFrame) -> pl.DataFrame:
-    """Long (run_id, key, value) to one column per wanted key, every run kept, absent keys null."""
-    wide = long.filter(pl.col("key").is_in(list(names))).pivot(on="key", index="run_id", values="value")
-    wide = wide.rename({k: v for k, v in names.items() if k in wide.columns})
-    out = index.select("run_id").join(wide, on="run_id", how="left")
-    return out.with_columns(pl.lit(None, pl.String).alias(v) for v in names.values() if v not in out.columns)
+def _run_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One run as a row of :data:`_ROW_SCHEMA`: its tags and params as logged (absent ones null), and each
+    evaluation's latest rate, the runner's final/ copy where it exists (NaN as null)."""
+    tags, params, metrics = record["tags"], record["params"], record["metrics"]
+    rates = {name: metrics.get(FINAL_PREFIX + key, metrics.get(key)) for name, key in EVALUATIONS.items()}
+    return {
+        **{k: record[k] for k in _RUN_SCHEMA},
+        **{column: tags.get(tag) for tag, column in TAGS.items()},
+        "tag_run_name": tags.get(names.RUN_NAME_TAG),
+        **{column: params.get(param) for param, column in PARAMS.items()},
+        **{name: None if v is None or math.isnan(v) else float(v) for name, v in rates.items()},
+    }
 
 
 def _variant_of(cell: str | None) -> str | None:
@@ -220,68 +207,35 @@ def _horizon(row: dict[str, Any]) -> float | None:
 def _assemble(
     experiment: str,
     eid: str,
-    runs: pl.DataFrame,
-    tags: pl.DataFrame,
-    params: pl.DataFrame,
-    latest: pl.DataFrame,
+    frame: pl.DataFrame,
     history: pl.DataFrame | None,
+    episodes: pl.DataFrame | None,
 ) -> SweepRuns:
     """One row per trial run (:data:`RUN_COLUMNS`) in grid order, the parent run, and the finished runs'
-    histories joined with their variant and seed."""
-    t = _wide(tags, {**TAGS, names.RUN_NAME_TAG: "tag_run_name"}, runs)
-    p = _wide(params, PARAMS, runs)
-    frame = runs.join(t, on="run_id", how="left").join(p, on="run_id", how="left")
+    histories (joined with their variant, seed and episodes) and per-episode outcomes (variant and seed)."""
     parents = frame.filter(pl.col("role") == "parent").sort("start_time")
-    trials = _trial_rows(frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent")), latest)
-    if trials.filter(pl.col("status") == "FINISHED").height == 0:
+    trials = _trial_rows(frame.filter(pl.col("role").is_null() | (pl.col("role") != "parent")))
+    finished = trials.filter(pl.col("status") == "FINISHED").select("run_id", "variant", "seed", "episodes")
+    if finished.height == 0:
         statuses = trials.get_column("status").value_counts(sort=True).rows()
         got = ", ".join(f"{n} {s}" for s, n in statuses) or "no trial runs at all"
         raise ReportError(f"experiment {experiment!r} has no finished runs ({got}); nothing to report")
     parent = parents.row(0, named=True) if parents.height else None
-    hist = None
-    if history is not None:
-        hist = _with_run(history, trials)
+    played = None if episodes is None else episodes.join(finished.drop("episodes"), on="run_id")
     return SweepRuns(
         experiment=experiment,
         experiment_id=eid,
         parent_run_id=None if parent is None else parent["run_id"],
         baseline_hint=None if parent is None else parent["baseline"],
         runs=trials.select(RUN_COLUMNS),
-        history=hist,
+        history=None if history is None else history.join(finished, on="run_id"),
+        episodes=played if played is not None and played.height else None,
     )
 
 
-def _with_run(frame: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` (keyed by run_id) restricted to the finished trials, with their variant, seed and episodes."""
-    finished = trials.filter(pl.col("status") == "FINISHED")
-    return frame.join(finished.select("run_id", "variant", "seed", "episodes"), on="run_id", how="inner")
-
-
-def _with_episodes(sweep: SweepRuns, episodes: pl.DataFrame | None) -> SweepRuns:
-    if episodes is None:
-        return sweep
-    joined = _with_run(episodes, sweep.runs).drop("episodes")
-    return SweepRuns(sweep.experiment, sweep.experiment_id, sweep.parent_run_id, sweep.baseline_hint, sweep.runs,
-                     sweep.history, joined if joined.height else None)
-
-
-def _trial_rows(trials: pl.DataFrame, latest: pl.DataFrame) -> pl.DataFrame:
-    """The trial runs with both evaluations' latest rates, their variant, typed columns and horizons,
-    in grid order (the runner enqueues cells in spec order, so trial numbers follow it)."""
-    # the latest value of each evaluation metric; the runner's final/ copy wins where it exists
-    values = latest.with_columns(
-        pl.when(pl.col("is_nan")).then(None).otherwise(pl.col("value")).alias("value"),
-        pl.col("key").str.starts_with(FINAL_PREFIX).alias("final"),
-        pl.col("key").str.strip_prefix(FINAL_PREFIX).alias("key"),
-    )
-    for name, key in EVALUATIONS.items():
-        picked = (
-            values.filter(pl.col("key") == key)
-            .sort("final", descending=True)
-            .unique("run_id", keep="first")
-            .select("run_id", pl.col("value").alias(name))
-        )
-        trials = trials.join(picked, on="run_id", how="left")
+def _trial_rows(trials: pl.DataFrame) -> pl.DataFrame:
+    """The trial runs with their variant, typed columns and horizons, in grid order (the runner enqueues
+    cells in spec order, so trial numbers follow it)."""
     trials = trials.with_columns(
         pl.coalesce(
             "variant",
