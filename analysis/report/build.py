@@ -14,7 +14,7 @@ curve (points) and the RL steps to a threshold.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,7 @@ class Levels:
 # ------------------------------------------------------------------------------------------ arms
 def default_baseline(sweep: SweepRuns) -> str:
     """The sweep's named baseline when it is a variant, else the first variant in grid order."""
-    if sweep.baseline_hint in sweep.variants:
-        return str(sweep.baseline_hint)
-    return sweep.variants[0]
+    return str(sweep.baseline_hint) if sweep.baseline_hint in sweep.variants else sweep.variants[0]
 
 
 def arms(sweep: SweepRuns, evaluation: str, statistic: outcomes.Statistic = "final",
@@ -115,20 +113,23 @@ def variant_table(sweep: SweepRuns, baseline: str | None = None, levels: Levels 
                           f"{', '.join(sweep.variants)}", key="--baseline", value=baseline)
     parts = [_one_table(sweep, baseline, evaluation, statistic, levels, threshold)
              for evaluation, statistic in statistics]
-    measured = [part for part in parts if "mean" in part.columns and part["mean"].is_not_null().any()]
+    measured = [part for part in parts if part["mean"].is_not_null().any()]
     return pl.concat(measured or parts, how="diagonal_relaxed")  # an evaluation no run played is left out
 
 
 def _one_table(sweep: SweepRuns, baseline: str, evaluation: str, statistic: outcomes.Statistic,
                levels: Levels, threshold: float | None) -> pl.DataFrame:
     by_arm = arms(sweep, evaluation, statistic, threshold)
-    counts = _counts(sweep, evaluation)
     horizon = _horizons(sweep, evaluation)
     rows = []
     for variant, arm in by_arm.items():
         est = compare.estimate(arm)
+        mine = sweep.runs.filter(pl.col("variant") == variant)
+        done = mine.filter(pl.col("status") == "FINISHED")
         row: dict[str, Any] = {"evaluation": evaluation, "statistic": statistic, "variant": variant,
-                               "baseline": baseline, "horizon": horizon.get(variant), **counts[variant],
+                               "baseline": baseline, "horizon": horizon.get(variant), "seeds": 0, "instances": 0,
+                               "missing": done.filter(pl.col(evaluation).is_null()).height,
+                               "unfinished": mine.height - done.height,
                                "alpha": levels.alpha, "power": levels.power, "effect": levels.effect}
         if est is not None:
             low, high = est.interval()
@@ -150,17 +151,6 @@ def _iqm(values: list[float]) -> dict[str, float | None]:
         return {"iqm": None, "iqm_low": None, "iqm_high": None}
     low, high = stats.bootstrap_ci(values, "iqm")
     return {"iqm": stats.iqm(values), "iqm_low": low, "iqm_high": high}
-
-
-def _counts(sweep: SweepRuns, evaluation: str) -> dict[str, dict[str, int]]:
-    runs = sweep.runs
-    out = {}
-    for variant in sweep.variants:
-        mine = runs.filter(pl.col("variant") == variant)
-        done = mine.filter(pl.col("status") == "FINISHED")
-        out[variant] = {"seeds": 0, "missing": done.filter(pl.col(evaluation).is_null()).height,
-                        "unfinished": mine.height - done.height, "instances": 0}
-    return out
 
 
 def _horizons(sweep: SweepRuns, evaluation: str) -> dict[str, float | None]:
@@ -193,20 +183,19 @@ def verdict_text(j: Judgement) -> str:
 
 def _ranks(by_arm: dict[str, Arm], rows: list[dict[str, Any]]) -> dict[str, int]:
     """Tie-aware ranks over the measured variants, with paired SEs between arms where they exist."""
-    measured = [r["variant"] for r in rows if r.get("mean") is not None]
+    measured = [r for r in rows if r.get("mean") is not None]
     if not measured:
         return {}
-    pair_se = np.full((len(measured), len(measured)), np.nan)
-    for a, i in enumerate(measured):
-        for b, j in enumerate(measured):
+    variants = [r["variant"] for r in measured]
+    pair_se = np.full((len(variants), len(variants)), np.nan)
+    for a, i in enumerate(variants):
+        for b, j in enumerate(variants):
             got = compare.difference(by_arm[j], by_arm[i]) if a != b else None
             if got is not None:
                 pair_se[a, b] = got.se
-    mean = {r["variant"]: r for r in rows}
-    ses = [mean[v]["se"] if mean[v]["se"] is not None and not math.isnan(mean[v]["se"]) else math.nan
-           for v in measured]
-    ranks = stats.rank_with_ties([mean[v]["mean"] for v in measured], ses, pair_se=pair_se)
-    return dict(zip(measured, ranks.tolist(), strict=True))
+    ses = [math.nan if r["se"] is None else r["se"] for r in measured]
+    ranks = stats.rank_with_ties([r["mean"] for r in measured], ses, pair_se=pair_se)
+    return dict(zip(variants, ranks.tolist(), strict=True))
 
 
 def speed_table(sweep: SweepRuns, baseline: str | None, levels: Levels, threshold: float | None) -> pl.DataFrame | None:
@@ -240,12 +229,10 @@ def ranking_table(sweep: SweepRuns, table: pl.DataFrame, speed: pl.DataFrame | N
     if gains is None or gains.height == 0:
         return None
     final = table.filter((pl.col("evaluation") == "compacted") & (pl.col("statistic") == "final"))
-    pick = ["variant", "mean", "se", "ci_low", "ci_high", "rank"]
-    out = gains.select("variant", "horizon", *pick[1:]).rename(
-        {"mean": "gain", "se": "gain_se", "ci_low": "gain_low", "ci_high": "gain_high", "rank": "gain_rank"})
-    out = out.join(final.select(pick).rename({"mean": "final", "se": "final_se", "ci_low": "final_low",
-                                              "ci_high": "final_high", "rank": "final_rank"}), on="variant",
-                   how="left")
+    suffixes = {"mean": "", "se": "_se", "ci_low": "_low", "ci_high": "_high", "rank": "_rank"}
+    out = gains.select("variant", "horizon", *(pl.col(c).alias(f"gain{s}") for c, s in suffixes.items()))
+    out = out.join(final.select("variant", *(pl.col(c).alias(f"final{s}") for c, s in suffixes.items())),
+                   on="variant", how="left")
     return out.join(_tokens(sweep), on="variant", how="left").select(list(RANKING_SCHEMA)).cast(
         RANKING_SCHEMA).sort("gain_rank", nulls_last=True, maintain_order=True)  # type: ignore[arg-type]
 
@@ -271,9 +258,9 @@ def _curved_variants(sweep: SweepRuns) -> list[str]:
 
 def _only(sweep: SweepRuns, variants: list[str]) -> SweepRuns:
     keep = pl.col("variant").is_in(variants)
-    return SweepRuns(sweep.experiment, sweep.experiment_id, sweep.parent_run_id, sweep.baseline_hint,
-                     sweep.runs.filter(keep), None if sweep.history is None else sweep.history.filter(keep),
-                     None if sweep.episodes is None else sweep.episodes.filter(keep))
+    return replace(sweep, runs=sweep.runs.filter(keep),
+                   history=None if sweep.history is None else sweep.history.filter(keep),
+                   episodes=None if sweep.episodes is None else sweep.episodes.filter(keep))
 
 
 # ------------------------------------------------------------------------------------ the report
@@ -333,11 +320,10 @@ def build_report(
         out = default_out_dir(experiment, tracking_uri)
         out.mkdir(parents=True, exist_ok=True)
     full = table if speed is None else pl.concat([table, speed])
-    files = write_tables(full, markdown, out, STEM)
-    if ranking is not None:
-        files += write_tables(ranking, markdown, out, f"{STEM}-ranking")
-    if published is not None:
-        files += write_tables(published, markdown, out, f"{STEM}-published")
+    files = []
+    for stem, frame in ((STEM, full), (f"{STEM}-ranking", ranking), (f"{STEM}-published", published)):
+        if frame is not None:
+            files += write_tables(frame, markdown, out, stem)
     figures, skipped = write_figures(sweep, table, out)
     files += figures
     logged_to = None
