@@ -61,15 +61,19 @@ def over_steps(history: pl.DataFrame, key: str, scale: float = 1.0) -> pl.DataFr
     return out.sort("variant", "step")
 
 
-def _line_with_band(ax: Any, curve: pl.DataFrame, label: str) -> None:
-    """One variant's curve with a +-SE band; a single point as a marker with its error bar."""
-    x, m, se = (curve.get_column(k).to_numpy().astype(float) for k in ("step", "mean", "se"))
-    se = np.nan_to_num(se)
-    if x.size == 1:
-        ax.errorbar(x, m, yerr=se, fmt="o", ms=6, capsize=4, label=label)
-        return
-    (line,) = ax.plot(x, m, marker="o", ms=3, label=label)
-    ax.fill_between(x, m - se, m + se, color=line.get_color(), alpha=0.2, lw=0)
+def _lines_with_bands(ax: Any, curves: pl.DataFrame, variants: list[str]) -> None:
+    """Each variant's curve (:func:`over_steps`) with a +-SE band; a single point as a marker with its error bar."""
+    for variant in variants:
+        curve = curves.filter(pl.col("variant") == variant)
+        if curve.height == 0:
+            continue
+        x, m, se = (curve.get_column(k).to_numpy().astype(float) for k in ("step", "mean", "se"))
+        se = np.nan_to_num(se)
+        if x.size == 1:
+            ax.errorbar(x, m, yerr=se, fmt="o", ms=6, capsize=4, label=variant)
+        else:
+            (line,) = ax.plot(x, m, marker="o", ms=3, label=variant)
+            ax.fill_between(x, m - se, m + se, color=line.get_color(), alpha=0.2, lw=0)
 
 
 def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
@@ -82,10 +86,7 @@ def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
         return None
     fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves) + 1, 4), sharey=True, squeeze=False)
     for ax, (name, curve) in zip(axes[0], curves.items(), strict=True):
-        for variant in sweep.variants:
-            c = curve.filter(pl.col("variant") == variant)
-            if c.height:
-                _line_with_band(ax, c, variant)
+        _lines_with_bands(ax, curve, sweep.variants)
         ax.set_title(f"{name.replace('_', '-')} success (mean ± SE over seeds)", fontsize="medium")
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
@@ -134,7 +135,7 @@ def segment_counts_png(sweep: SweepRuns, path: Path) -> Path | None:
     fig, axes = _grid(panels)
     if final is not None:
         _segment_bars(axes[0], final, sweep.variants)
-    top = max(2, int(train.get_column("segments").max() or 1)) if train.height else 2  # type: ignore[arg-type]
+    top = max(2, int(train.get_column("segments").max() or 1))  # type: ignore[arg-type]
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, top))
     for ax, variant in zip(axes[panels - len(trained):], trained, strict=True):
         wide = train.filter(pl.col("variant") == variant).pivot(on="segments", index="step", values="share")
@@ -223,9 +224,7 @@ def mechanism_table(history: pl.DataFrame) -> pl.DataFrame:
     h = history.filter(pl.col("key").is_in(list(wanted)) & pl.col("value").is_not_nan())
     wide = h.with_columns(pl.col("key").replace_strict(wanted)).pivot(
         on="key", index=["variant", "seed", "step"], values="value")
-    for name in CREDIT_KEYS:
-        if name not in wide.columns:
-            wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(name))
+    wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(n) for n in CREDIT_KEYS if n not in wide.columns)
     return wide.with_columns((100 * (pl.col("weight_share") - pl.col("token_share"))).alias("excess"))
 
 
@@ -239,11 +238,7 @@ def mechanisms_png(sweep: SweepRuns, path: Path) -> Path | None:
     fig, axes = plt.subplots(1, len(MECHANISMS), figsize=(4.0 * len(MECHANISMS), 3.6), squeeze=False)
     for ax, (key, (title, unit)) in zip(axes[0], MECHANISMS.items(), strict=True):
         long = table.select("variant", "seed", "step", pl.col(key).alias("value"), pl.lit(key).alias("key"))
-        curve = over_steps(long.drop_nulls("value"), key)
-        for variant in sweep.variants:
-            c = curve.filter(pl.col("variant") == variant)
-            if c.height:
-                _line_with_band(ax, c, variant)
+        _lines_with_bands(ax, over_steps(long.drop_nulls("value"), key), sweep.variants)
         ax.set_title(title, fontsize="small")
         ax.set_xlabel("RL step")
         ax.set_ylabel(unit)
@@ -287,23 +282,16 @@ FIGURES: dict[str, Callable[[SweepRuns, Path], Path | None]] = {
 
 def write_figures(sweep: SweepRuns, table: pl.DataFrame, folder: Path) -> tuple[list[Path], list[str]]:
     """(figures written, why each other one was not): a figure with no data is skipped and said so."""
-    written, skipped = [], []
+    drawn: dict[str, tuple[Path | None, str]]  # file name -> (its path or None, why it is skipped)
     if sweep.history is None:
-        skipped += [f"{f}: no metric histories were read" for f in FIGURES]
+        drawn = {name: (None, "no metric histories were read") for name in FIGURES}
     else:
-        for name, draw in FIGURES.items():
-            path = draw(sweep, folder / name)
-            if path is None:
-                skipped.append(f"{name}: the finished runs logged none of its metrics")
-            else:
-                written.append(path)
-    forest = differences_png(table, folder / "differences.png")
-    if forest is None:
-        skipped.append("differences.png: no variant has a difference from the baseline")
-    else:
-        written.append(forest)
-    return written, skipped
-
+        drawn = {name: (draw(sweep, folder / name), "the finished runs logged none of its metrics")
+                 for name, draw in FIGURES.items()}
+    drawn["differences.png"] = (differences_png(table, folder / "differences.png"),
+                                "no variant has a difference from the baseline")
+    written = [path for path, _ in drawn.values() if path is not None]
+    return written, [f"{name}: {why}" for name, (path, why) in drawn.items() if path is None]
 
 
 def dose_response_png(rows: list[dict[str, Any]], path: Path, *, title: str) -> Path | None:
