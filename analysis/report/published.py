@@ -18,7 +18,8 @@ from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.levels import Estimate
 
 
-def _settings(variant: str) -> dict[str, str]:
+def label_settings(variant: str) -> dict[str, str]:
+    """A variant label (``estimator=trajectory_group,max_compactions=4``) as its settings, as printed."""
     return dict(p.split("=", 1) for p in variant.split(",") if "=" in p)
 
 
@@ -42,7 +43,7 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
     setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
     rows = table.filter((pl.col("evaluation") == evaluation) & (pl.col("statistic") == "final")).to_dicts()
     measured = {r["variant"]: r for r in rows if r["mean"] is not None}
-    settings = {r["variant"]: _settings(r["variant"]) for r in rows}
+    settings = {r["variant"]: label_settings(r["variant"]) for r in rows}
     out: list[dict[str, Any]] = []
     for ab in ablation_table().iter_rows(named=True):
         axis = ab["axis"]
@@ -106,14 +107,10 @@ def _direction(diff: float, sigma: float, p: float, published: float) -> dict[st
         return {"same_direction": False, "reproduces_direction": False, "verdict": f"no difference ({size})"}
     same = math.copysign(1.0, diff) == math.copysign(1.0, published)
     significant = p < power.ALPHA
-    if same and significant:
-        verdict = f"reproduces the direction at {size}"
-    elif same:
-        verdict = f"same direction, {_reading(sigma, p)} ({size})"
-    elif significant:
-        verdict = f"opposite direction at {size}"
+    if significant:
+        verdict = f"{'reproduces the' if same else 'opposite'} direction at {size}"
     else:
-        verdict = f"opposite direction, {_reading(sigma, p)} ({size})"
+        verdict = f"{'same' if same else 'opposite'} direction, {_reading(sigma, p)} ({size})"
     return {"same_direction": same, "reproduces_direction": same and significant, "verdict": verdict}
 
 

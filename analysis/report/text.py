@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from simlab.analysis.audit.table import like_for_like_text
+from simlab.analysis.report.published import label_settings
 from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
 from simlab.analysis.tables import markdown_table
 
@@ -169,7 +170,8 @@ def evaluation_markdown(table: pl.DataFrame) -> str:
     headers = ["Variant", "Evaluation", *(label for label, _, _ in EVAL_HEALTH.values())]
     rows = [
         [r["variant"], r["evaluation"].replace("_", "-"),
-         *(_scaled(r[f], r[f"{f}_se"], scale) for f, (_, _, scale) in EVAL_HEALTH.items())]
+         *(_scaled(r[f], r[f"{f}_se"], scale, ".1f" if scale > 1 else ".2f")
+           for f, (_, _, scale) in EVAL_HEALTH.items())]
         for r in table.iter_rows(named=True)
     ]
     return ("### What the evaluations saw (final evaluation; mean ± SE over seeds)\n\n"
@@ -180,10 +182,11 @@ def evaluation_markdown(table: pl.DataFrame) -> str:
               "100%.\n")
 
 
-def _scaled(mean: float | None, se: float | None, scale: float) -> str:
+def _scaled(mean: float | None, se: float | None, scale: float, fmt: str) -> str:
+    """``mean ± se`` of a table kept in other units (fractions printed as percent)."""
     if mean is None:
         return "n/a"
-    return _pm(mean * scale, None if se is None else se * scale, ".1f" if scale > 1 else ".2f")
+    return _pm(mean * scale, None if se is None else se * scale, fmt)
 
 
 def credit_markdown(credit: pl.DataFrame) -> str:
@@ -192,9 +195,8 @@ def credit_markdown(credit: pl.DataFrame) -> str:
                "Longer token share (%)", "Excess weight (points)", "Baseline shift", "Adv. error (rel. L2)"]
     fields = [("k_sd", 1, ".2f"), ("k_corr", 1, "+.2f"), ("weight_share", 100, ".1f"), ("token_share", 100, ".1f"),
               ("excess", 100, "+.1f"), ("baseline_shift", 1, "+.3f"), ("adv_error", 1, ".3f")]
-    rows = [[r["variant"], str(r["seeds"]),
-             *(_pm(None if r[f] is None else r[f] * s, None if r[f"{f}_se"] is None else r[f"{f}_se"] * s, fmt)
-               for f, s, fmt in fields)] for r in credit.iter_rows(named=True)]
+    rows = [[r["variant"], str(r["seeds"]), *(_scaled(r[f], r[f"{f}_se"], s, fmt) for f, s, fmt in fields)]
+            for r in credit.iter_rows(named=True)]
     return (
         "### Credit health over training (mean over steps; ± SE over seeds)\n\n" + markdown_table(headers, rows)
         + "\nK: segments per rollout. *K SD in group* and *corr(K, R) in group*: the SD of K among the G rollouts "
@@ -226,8 +228,7 @@ def _pair(full: str | None, ablated: str | None, axis: str) -> str:
     """``axis: full -> ablated (where the rest)``: the pair by what changes, then what is held fixed."""
     if full is None or ablated is None:
         return "-"
-    settings = {k: dict(p.split("=", 1) for p in v.split(",") if "=" in p) for k, v in (("f", full), ("a", ablated))}
-    held = {k: v for k, v in settings["f"].items() if k != axis}
-    where = ",".join(f"{k}={v}" for k, v in held.items())
-    change = f"{axis}: {settings['f'][axis]} -> {settings['a'][axis]}"
+    f, a = label_settings(full), label_settings(ablated)
+    where = ",".join(f"{k}={v}" for k, v in f.items() if k != axis)
+    change = f"{axis}: {f[axis]} -> {a[axis]}"
     return f"{change} ({where})" if where else change

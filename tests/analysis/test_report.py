@@ -61,7 +61,7 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
         tags[tracking.VARIANT_TAG] = variant
     run_id = tracking.child_run(client, eid, parent, f"{trial}:{cell}", tags)
     sink = tracking.MlflowSink(client, run_id, figures=False)
-    settings = rpub._settings(variant)
+    settings = rpub.label_settings(variant)
     sink.log_params(
         {
             "eval": {"episodes": N},
