@@ -51,10 +51,9 @@ def write_tables(
     """Write ``stem``.md, .csv and .parquet into ``out_dir``; nothing is left behind on failure."""
     folder = check_output_dir(out_dir)
     targets = {ext: folder / f"{stem}.{ext}" for ext in ("md", "csv", "parquet")}
-    temps: dict[str, Path] = {}
+    token = uuid.uuid4().hex  # plain temp names (not mkstemp) so the files get the umask's mode
+    temps = {ext: folder / f".{stem}.{token}.{ext}.tmp" for ext in targets}
     try:
-        token = uuid.uuid4().hex  # plain temp names (not mkstemp) so the files get the umask's mode
-        temps = {ext: folder / f".{stem}.{token}.{ext}.tmp" for ext in targets}
         temps["md"].write_text(markdown, encoding="utf-8")
         frame.write_csv(temps["csv"])
         frame.write_parquet(temps["parquet"])

@@ -50,9 +50,9 @@ def _legend(ax: Any, **kwargs: Any) -> None:
         ax.legend(**kwargs)
 
 
-def over_steps(history: pl.DataFrame, key: str, scale: float = 1.0) -> pl.DataFrame:
-    """variant, step, mean, se, seeds: one metric's per-seed values at each step, mean and SE over seeds."""
-    at = history.filter((pl.col("key") == key) & pl.col("value").is_not_nan())
+def over_steps(values: pl.DataFrame, scale: float = 1.0) -> pl.DataFrame:
+    """variant, step, mean, se, seeds: one metric's per-seed ``values`` at each step, mean and SE over seeds."""
+    at = values.filter(pl.col("value").is_not_nan())
     out = at.group_by("variant", "step").agg(
         (scale * pl.col("value")).mean().alias("mean"),
         ((scale * pl.col("value")).std(ddof=1) / pl.len().sqrt()).alias("se"),
@@ -80,7 +80,7 @@ def learning_curves_png(sweep: SweepRuns, path: Path) -> Path | None:
     """Held-out success over training per variant, mean over seeds with an SE band, one panel per evaluation
     the runs played (a sweep with ``eval.single_window = false`` gets one)."""
     assert sweep.history is not None
-    curves = {name: over_steps(sweep.history, key, 100.0) for name, key in EVALUATIONS.items()}
+    curves = {name: over_steps(sweep.history.filter(pl.col("key") == key), 100.0) for name, key in EVALUATIONS.items()}
     curves = {name: c for name, c in curves.items() if c.height}
     if not curves:
         return None
@@ -237,8 +237,8 @@ def mechanisms_png(sweep: SweepRuns, path: Path) -> Path | None:
         return None
     fig, axes = plt.subplots(1, len(MECHANISMS), figsize=(4.0 * len(MECHANISMS), 3.6), squeeze=False)
     for ax, (key, (title, unit)) in zip(axes[0], MECHANISMS.items(), strict=True):
-        long = table.select("variant", "seed", "step", pl.col(key).alias("value"), pl.lit(key).alias("key"))
-        _lines_with_bands(ax, over_steps(long.drop_nulls("value"), key), sweep.variants)
+        curve = over_steps(table.select("variant", "step", pl.col(key).alias("value")).drop_nulls("value"))
+        _lines_with_bands(ax, curve, sweep.variants)
         ax.set_title(title, fontsize="small")
         ax.set_xlabel("RL step")
         ax.set_ylabel(unit)

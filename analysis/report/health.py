@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from simlab import names
@@ -44,7 +43,7 @@ def credit_table(sweep: SweepRuns) -> pl.DataFrame | None:
 
 def _mean_se(frame: pl.DataFrame, column: str, scale: float = 1.0) -> dict[str, float | None]:
     """``column`` and ``column_se``: the mean over the frame's rows (seeds) and its SE (None below 2)."""
-    values = frame.get_column(column).drop_nulls().drop_nans().to_numpy() * scale if frame.height else np.array([])
+    values = frame.get_column(column).drop_nulls().drop_nans().to_numpy() * scale
     if values.size == 0:
         return {column: None, f"{column}_se": None}
     m = stats.mean_se(values)

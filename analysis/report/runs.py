@@ -182,10 +182,8 @@ def _run_row(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _variant_of(cell: str | None) -> str | None:
+def _variant_of(cell: str) -> str:
     """A cell label without its seed, for runs logged before the ``simlab.variant`` tag existed."""
-    if cell is None:
-        return None
     parts = [p for p in cell.split(",") if not re.fullmatch(r"seed=.*", p)]
     return ",".join(parts) or "base"
 
