@@ -136,12 +136,10 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | 
             if rows.height:
                 parts.append(variant_section(rows, title, unit))
     evaluations, credit = health
-    if evaluations is not None:
-        parts.append(evaluation_markdown(evaluations))
-    if credit is not None:
-        parts.append(credit_markdown(credit))
-    if published is not None:
-        parts.append(published_markdown(published))
+    for frame, render in ((evaluations, evaluation_markdown), (credit, credit_markdown),
+                          (published, published_markdown)):
+        if frame is not None:
+            parts.append(render(frame))
     return "\n".join(parts)
 
 
