@@ -294,6 +294,16 @@ def write_figures(sweep: SweepRuns, table: pl.DataFrame, folder: Path) -> tuple[
     return written, [f"{name}: {why}" for name, (path, why) in drawn.items() if path is None]
 
 
+def interval(rows: list[dict[str, Any]], prefix: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(difference, low, high) of ``rows``' ``<prefix>difference`` and its 95% interval
+    (``<prefix>ci_low``, ``<prefix>ci_high``); a missing bound is the difference itself (no bar that side),
+    a bound of 0 is a bound."""
+    d = np.array([float(r[f"{prefix}difference"]) for r in rows])
+    low = np.array([v if (v := r[f"{prefix}ci_low"]) is not None else x for r, x in zip(rows, d, strict=True)])
+    high = np.array([v if (v := r[f"{prefix}ci_high"]) is not None else x for r, x in zip(rows, d, strict=True)])
+    return d, low, high
+
+
 def dose_response_png(rows: list[dict[str, Any]], path: Path, *, title: str) -> Path | None:
     """A findings campaign's effect against its dose: treatment - baseline with its 95% interval at each
     dose (``dose`` of the findings rows), the control's difference at its dose as a hollow marker, and 0."""
@@ -302,16 +312,12 @@ def dose_response_png(rows: list[dict[str, Any]], path: Path, *, title: str) -> 
         return None
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     x = np.array([float(r["dose"]) for r in rows])
-    d = np.array([r["difference"] for r in rows])
-    low = np.array([r["ci_low"] if r["ci_low"] is not None else r["difference"] for r in rows])
-    high = np.array([r["ci_high"] if r["ci_high"] is not None else r["difference"] for r in rows])
+    d, low, high = interval(rows)
     ax.errorbar(x, d, yerr=[d - low, high - d], fmt="o-", capsize=4, label="treatment - baseline, 95% interval")
     control = [r for r in rows if r.get("control_dose") is not None and r.get("control_difference") is not None]
     if control:
-        c = control[0]
-        ax.errorbar([float(c["control_dose"])], [c["control_difference"]],
-                    yerr=[[c["control_difference"] - (c["control_ci_low"] or c["control_difference"])],
-                          [(c["control_ci_high"] or c["control_difference"]) - c["control_difference"]]],
+        cd, clow, chigh = interval(control[:1], "control_")
+        ax.errorbar([float(control[0]["control_dose"])], cd, yerr=[cd - clow, chigh - cd],
                     fmt="s", mfc="none", capsize=4, label="control (mechanism absent)")
     if rows[0].get("published") is not None:
         ax.axhline(float(rows[0]["published"]), color="tab:red", ls="--", lw=0.8, label="published delta")

@@ -452,3 +452,13 @@ def test_an_evaluation_no_run_played_is_left_out(tmp_path: Path, empty_mlflow_db
     assert set(table["evaluation"]) == {"compacted"}
     made = rp.build_report("eps", baseline="arm=q", tracking_uri=uri)
     assert "### compacted success" in made.markdown and "single-window success" not in made.markdown
+
+
+def test_dose_response_interval_keeps_a_bound_of_zero() -> None:
+    """A 95% interval bound of exactly 0 is a bound: before, the control's `or` read it as missing and drew
+    no bar on that side. A missing bound (None) still draws none."""
+    rows = [{"control_difference": 0.5, "control_ci_low": 0.0, "control_ci_high": None}]
+    d, low, high = figures.interval(rows, "control_")
+    assert (d.tolist(), low.tolist(), high.tolist()) == ([0.5], [0.0], [0.5])
+    d, low, high = figures.interval([{"difference": -1.0, "ci_low": -2.0, "ci_high": 0.0}])
+    assert (d.tolist(), low.tolist(), high.tolist()) == ([-1.0], [-2.0], [0.0])
