@@ -135,17 +135,13 @@ class Judgement:
         """The t interval of the difference."""
         return self.estimate.interval(level)
 
-    def seeds_to_decide(self, effect: float | None = None) -> int | None:
+    def seeds_to_decide(self) -> int | None:
         """Seeds at which this row would be decided, from its per-seed spread (a pilot): for a difference
-        that is not significant, the seeds a TOST within the margin needs (or, without a margin, the
-        seeds that detect ``effect``)."""
+        that is not significant, the seeds a TOST within the margin needs (``None`` without a margin)."""
         e = self.estimate
-        target = self.margin if self.margin is not None else effect
-        if target is None or math.isnan(e.se):
+        if self.margin is None or math.isnan(e.se):
             return None
-        if self.margin is not None:
-            return power.seeds_for_tie(e.seed_sd, target, fixed_var=e.fixed_var, alpha=self.alpha, power=self.power)
-        return power.seeds_for_effect(e.seed_sd, target, fixed_var=e.fixed_var, alpha=self.alpha, power=self.power)
+        return power.seeds_for_tie(e.seed_sd, self.margin, fixed_var=e.fixed_var, alpha=self.alpha, power=self.power)
 
 
 def judge(d: Estimate, *, margin: float | None, alpha: float = power.ALPHA, power_: float = power.POWER) -> Judgement:

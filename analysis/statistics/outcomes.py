@@ -100,7 +100,7 @@ def episode_outcomes(episodes: pl.DataFrame, evaluation: str, statistic: Statist
         return rows.join(last, on="run_id").filter(pl.col("step") == pl.col("last")).select(
             "run_id", "instance", "value")
     steps = rows.group_by("run_id").agg(pl.col("step").n_unique().alias("evaluations"))
-    if steps.height and int(steps.get_column("evaluations").min()) < 2:  # type: ignore[arg-type]
+    if steps.height:
         _two_evaluations(int(steps.get_column("evaluations").min()), statistic)  # type: ignore[arg-type]
     if statistic == "gain":
         return _instance_gain(rows)

@@ -24,6 +24,7 @@ its own). ``None`` means no seed count up to :data:`MAX_SEEDS` suffices.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -149,11 +150,8 @@ def _smallest_n(spread: float, fixed_var: float, target: float, q1: float, q2: f
 
     if not ok(MAX_SEEDS):
         return None
-    lo, hi = 2, MAX_SEEDS  # ok() is monotone in n: both the factor and the SE fall with it
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
-    return lo
+    # ok() is monotone in n (both the factor and the SE fall with it): bisect for the first n it holds at
+    return 2 + bisect.bisect_left(range(2, MAX_SEEDS), True, key=ok)
 
 
 def seeds_for_effect(spread: float, effect: float, *, fixed_var: float = 0.0, alpha: float = ALPHA,

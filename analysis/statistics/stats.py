@@ -134,16 +134,15 @@ def rate_mean_se(rates: npt.ArrayLike, episodes: npt.ArrayLike, *, shared: bool 
         raise ValueError(f"`episodes` has shape {n.shape}; choose one count per rate, shape {p.shape}")
     n = np.broadcast_to(n, p.shape)
     k = p.size
-    v_seed = _seed_spread_var(POINTS * p)
-    if shared:
-        v_inst = float(binomial_var(p.mean(), n.min()))
-        v = (v_seed if k >= 2 else 0.0) + v_inst
-        return MeanSE(float(POINTS * p.mean()), math.sqrt(v), math.sqrt(v_inst),
-                      math.sqrt(v_seed) if k >= 2 else math.nan, k, int(n.min()))
-    v_bin = float(binomial_var(p, n).sum()) / k**2
-    v = max(v_bin, v_seed) if k >= 2 else v_bin
-    return MeanSE(float(POINTS * p.mean()), math.sqrt(v), math.sqrt(v_bin), math.sqrt(v_seed) if k >= 2 else math.nan,
-                  k, int(n.sum()))
+    v_seed = _seed_spread_var(POINTS * p)  # NaN for one seed
+    if shared:  # the instance term's bound: the binomial variance of the mean rate on the one set
+        v_bin = float(binomial_var(p.mean(), n.min()))
+        v = (v_seed if k >= 2 else 0.0) + v_bin
+    else:
+        v_bin = float(binomial_var(p, n).sum()) / k**2
+        v = max(v_bin, v_seed) if k >= 2 else v_bin
+    episodes = int(n.min() if shared else n.sum())
+    return MeanSE(float(POINTS * p.mean()), math.sqrt(v), math.sqrt(v_bin), math.sqrt(v_seed), k, episodes)
 
 
 def mean_se(values: npt.ArrayLike) -> MeanSE:
