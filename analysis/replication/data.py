@@ -26,7 +26,6 @@ from simlab.errors import FindingsError
 EXPORT_DIR = Path(__file__).resolve().parents[1] / "findings"
 """Where the per-sweep exports are committed: ``analysis/findings/``, beside this package."""
 REDUCES = ("final", "first", "mean")
-HISTORY_SCHEMA = {"run_id": pl.String, "key": pl.String, "step": pl.Int64, "value": pl.Float64}
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str 
     history = history_table(store, finished, wanted)
     metrics = set(history.get_column("key").unique().to_list())
     table = runs_from_histories(runs, _histories(history), metrics)
-    return SpecData(table, history.select(list(HISTORY_SCHEMA)), episodes_table(store, finished))
+    return SpecData(table, history, episodes_table(store, finished))
 
 
 def export_paths(experiment: str, folder: Path = EXPORT_DIR) -> dict[str, Path]:

@@ -125,8 +125,7 @@ def expected_gradient(model: RouteModel, choice: Choice, policy: dict[str, float
         adv = credit.estimate(batch, choice.estimator, **choice.options).advantages
         weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask,
                                       row_weight=choice.row_weight)
-        first = batch.seg_position == 0
-        rows = np.flatnonzero(first)  # the first segment of each rollout, in rollout order
+        rows = np.flatnonzero(batch.seg_position == 0)  # the first segment of each rollout, in rollout order
         contrib = weights[rows, 0] * adv[rows, 0]
         onehot = np.eye(len(pi))[route]
         total += (contrib[:, None] * (onehot - pi[None, :])).sum(axis=0)

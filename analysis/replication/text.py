@@ -86,8 +86,7 @@ def to_compact(found: Findings) -> str:
         lines.append(textwrap.fill(f"{r['id']}: {r['finding']}; {r['verdict']}: {r['reason']}{cond}{_links(r)}",
                                    WIDTH, subsequent_indent="    ",
                                    break_on_hyphens=False))
-    r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
-    lines.append(textwrap.fill(_legend(r0, found), WIDTH, break_on_hyphens=False))
+    lines.append(textwrap.fill(_legend(found), WIDTH, break_on_hyphens=False))
     return "\n".join(lines)
 
 
@@ -97,7 +96,8 @@ def _links(r: dict[str, Any]) -> str:
     return later + (f" (re-runs {r['reruns']}: not independent evidence)" if r["reruns"] else "")
 
 
-def _legend(r0: dict[str, Any], found: Findings) -> str:
+def _legend(found: Findings) -> str:
+    r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
     where = ", ".join(f"{spec}: {src}" for spec, src in found.sources.items())
     return (f"Differences in points (rates), steps (steps_to) or the metric's unit (slopes), ± their SE over "
             f"seeds and held-out instances; p two-sided, t at the design's degrees of freedom (in brackets, "
@@ -120,5 +120,4 @@ def to_markdown(found: Findings) -> str:
              r["seeds_vary"] + (f" ({r['conditional']})" if r["conditional"] else ""),
              f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "") + _links(r)]
             for r in found.rows]
-    r0 = found.rows[0] if found.rows else {"alpha": 0.05, "power": 0.8}
-    return _legend(r0, found) + "\n\n" + markdown_table(headers, rows)
+    return _legend(found) + "\n\n" + markdown_table(headers, rows)

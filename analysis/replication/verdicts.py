@@ -149,16 +149,11 @@ def _to_decide(j: Judgement, what: str) -> str:
             f"(margin ±{j.margin:g})")
 
 
-def _identical(j: Judgement) -> bool:
-    return j.estimate.se == 0 and j.estimate.mean == 0
-
-
 def _control_moved(row: FindingRow, control: Judgement | None) -> bool:
+    """The control differs (p < alpha); one that may move the other way counts only in the published direction."""
     if control is None or not control.significant:
         return False
-    if row.control_expect == "not-published-sign" and row.sign is not None:
-        return math.copysign(1.0, control.estimate.mean) == row.sign
-    return True
+    return row.control_expect != "not-published-sign" or row.sign is None or _same(row, control)
 
 
 def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
@@ -167,4 +162,4 @@ def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
         return False
     if row.control_expect == "not-published-sign":
         return not _control_moved(row, control)
-    return control.decided_tie or _identical(control)
+    return control.decided_tie or (control.estimate.se == 0 and control.estimate.mean == 0)  # or an arm against itself
