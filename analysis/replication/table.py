@@ -37,15 +37,9 @@ from simlab.analysis.replication.verdicts import Family, Levels, verdict
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.compare import Judgement
 from simlab.errors import FindingsError
+from simlab.sweep.shipped import shipped_dir
 
-
-def _spec_dir() -> Path:
-    from simlab.sweep.shipped import shipped_dir
-
-    return shipped_dir() / "findings"
-
-
-SPEC_DIR = _spec_dir()
+SPEC_DIR = shipped_dir() / "findings"
 """Where the findings specs live: ``findings/`` of the shipped specs (the checkout's ``sweeps/findings``)."""
 
 
@@ -120,8 +114,11 @@ class Measured:
     mechanism: list[dict[str, Any]]
 
 
-def measure(row: FindingRow, data: SpecData, levels: Levels) -> Measured:
-    """The row's difference and its control's, judged at ``levels``, and the mechanism metrics."""
+def measure(row: FindingRow, data: SpecData | None, levels: Levels) -> Measured | None:
+    """The row's difference and its control's, judged at ``levels``, and the mechanism metrics; ``None``
+    without finished runs."""
+    if data is None or data.runs.height == 0:
+        return None
     spec = design(row)
     arms = {name: arm(row, data, name, spec) for name in ARMS}
     judged = []
@@ -143,14 +140,14 @@ def _base(row: FindingRow, source: str, levels: Levels) -> dict[str, Any]:
                 "points" if scale(row.metric) == stats.POINTS else "metric units")}
 
 
-def record(row: FindingRow, got: Measured | None, source: str, levels: Levels, family: Family | None = None,
-           why_not: str = "") -> dict[str, Any]:
-    """One row of the findings table, as a plain dict (what ``--json`` writes)."""
+def record(row: FindingRow, got: Measured | None, source: str, levels: Levels,
+           family: Family | None = None) -> dict[str, Any]:
+    """One row of the findings table, as a plain dict (what ``--json`` writes); *not run* without ``got``."""
     base = _base(row, source, levels)
     if got is None:
         return base | _fields("", None) | _fields("control_", None) | {
-            "p": None, "p_holm": None, "family_size": 0, "verdict": "not run", "reason": why_not,
-            "undecided_by": "", "mechanism": []}
+            "p": None, "p_holm": None, "family_size": 0, "verdict": "not run",
+            "reason": f"no finished runs of {row.spec}", "undecided_by": "", "mechanism": []}
     said = verdict(row, got.main, got.control, family)
     p = None if got.main is None else finite(got.main.p)
     return base | _fields("", got.main) | _fields("control_", got.control) | {
@@ -163,8 +160,6 @@ def record(row: FindingRow, got: Measured | None, source: str, levels: Levels, f
 def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Levels | None = None) -> dict[str, Any]:
     """One row on its own (a family of one: no adjustment)."""
     levels = levels or Levels()
-    if data is None or data.runs.height == 0:
-        return record(row, None, source, levels, why_not=f"no finished runs of {row.spec}")
     return record(row, measure(row, data, levels), source, levels)
 
 
@@ -193,10 +188,6 @@ class Findings:
     """Spec name -> where its runs came from: ``store``, the export's path, or ``none``."""
 
 
-def _wanted(rows: list[FindingRow], spec: str) -> set[str]:
-    return set().union(*(r.metrics() for r in rows if r.spec == spec))
-
-
 def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: Path = EXPORT_DIR,
            source: Literal["auto", "store", "exports"] = "auto", levels: Levels | None = None) -> Findings:
     """Evaluate every row, reading each sweep from the live store (``auto``: when it holds finished runs)
@@ -205,16 +196,14 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
     for spec in dict.fromkeys(r.spec for r in rows):
         data, where = None, "none"
         if source != "exports":
-            data = live_data(spec, _wanted(rows, spec).__contains__, tracking_uri)
-            where = "store" if data is not None else "none"
+            wanted = set().union(*(r.metrics() for r in rows if r.spec == spec))
+            data, where = live_data(spec, wanted.__contains__, tracking_uri), "store"
         if data is None and source != "store":
-            data = read_export(spec, exports)
-            where = "exports" if data is not None else "none"
-        frames[spec] = (data, where)
+            data, where = read_export(spec, exports), "exports"
+        frames[spec] = (data, where if data is not None else "none")
     levels = levels or Levels()
-    measured = [measure(r, data, levels) if data is not None and data.runs.height else None
-                for r in rows for data in (frames[r.spec][0],)]
-    out = [record(r, got, frames[r.spec][1], levels, family, why_not=f"no finished runs of {r.spec}")
+    measured = [measure(r, frames[r.spec][0], levels) for r in rows]
+    out = [record(r, got, frames[r.spec][1], levels, family)
            for r, got, family in zip(rows, measured, families(rows, measured), strict=True)]
     return Findings(out, {spec: where for spec, (_, where) in frames.items()})
 
