@@ -176,13 +176,6 @@ class Published:
 
 
 # ---------------------------------------------------------------------------------------- loading
-def _read(source: Path) -> PublishedFile:
-    """The file validated as :class:`PublishedFile`; an unreadable file or a bad field names itself."""
-    raw = read_toml(source, "--data", AuditDataError)
-    published: PublishedFile = check_value("", raw, PublishedFile, AuditDataError)
-    return published
-
-
 def _check_papers(file: PublishedFile) -> None:
     """Every paper has an arXiv id or a URL; every figure names a listed paper."""
     for key, meta in file.papers.items():
@@ -202,8 +195,10 @@ def _unique(items: list[Any], what: str) -> None:
 
 
 def load_published(path: str | Path | None = None) -> Published:
-    """Read and validate the published-results file (the packaged one by default)."""
-    file = _read(Path(path) if path is not None else default_data_path())
+    """Read and validate the published-results file (the packaged one by default); an unreadable file or a
+    bad field names itself."""
+    raw = read_toml(Path(path) if path is not None else default_data_path(), "--data", AuditDataError)
+    file: PublishedFile = check_value("", raw, PublishedFile, AuditDataError)
     _check_papers(file)
     scores, grids, claims, ablations = file.scores, file.grids, file.claims, file.ablations
     for items, what in ((scores, "score"), (grids, "grid"), (claims, "claim"), (ablations, "ablation")):

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import polars as pl
 
-from simlab.analysis.audit.data import Claim, Published, Score, load_published
+from simlab.analysis.audit.data import Claim, Published, load_published
 from simlab.analysis.statistics import stats
 from simlab.analysis.tables import markdown_table
 
@@ -33,10 +33,10 @@ class _Row:
     compared: str
     difference: float
     decimals: int
-    se: float | None
-    sigma: float | None
-    horizon_ratio: float | None
-    published: float | None
+    se: float | None = None
+    sigma: float | None = None
+    horizon_ratio: float | None = None
+    published: float | None = None
 
     @property
     def like_for_like(self) -> bool | None:
@@ -53,15 +53,14 @@ def _reproduces(value: float, published: float) -> bool:
     return abs(value - published) <= 0.5 * 10.0 ** -_decimals(published) + 1e-9
 
 
-def _compare(section: str, rid: str, title: str, treatment: Score, baseline: Score, data: Published) -> _Row:
+def _compare(section: str, rid: str, title: str, treatment_ref: str, baseline_ref: str, data: Published) -> _Row:
+    treatment, baseline = data.score(treatment_ref), data.score(baseline_ref)
     est_t, est_b = treatment.estimate(), baseline.estimate()
     diff = treatment.value - baseline.value
     se = sigma = None
     if est_t is not None and est_b is not None:
         d = stats.difference(est_t, est_b)
         se, sigma = d.se, d.sigma
-    h_t, h_b = treatment.horizon_k, baseline.horizon_k
-    ratio = None if h_t is None or h_b is None else stats.like_for_like(h_t, h_b).ratio
     return _Row(
         section=section,
         id=rid,
@@ -72,8 +71,7 @@ def _compare(section: str, rid: str, title: str, treatment: Score, baseline: Sco
         decimals=1,
         se=se,
         sigma=sigma,
-        horizon_ratio=ratio,
-        published=None,
+        horizon_ratio=stats.horizon_match(treatment.horizon_k, baseline.horizon_k)["horizon_ratio"],
     )
 
 
@@ -87,9 +85,6 @@ def _mean_compare(claim: Claim, data: Published) -> _Row:
         compared=f"mean of {t.array.size} cells",
         difference=float((t.array - b.array).mean()),
         decimals=2,
-        se=None,
-        sigma=None,
-        horizon_ratio=None,
         published=claim.published,
     )
 
@@ -134,14 +129,10 @@ def audit(data: Published | None = None) -> pl.DataFrame:
         if claim.kind == "mean_difference":
             row = _mean_compare(claim, data)
         else:
-            row = _compare(
-                "claim", claim.id, claim.title, data.score(claim.treatment), data.score(claim.baseline), data
-            )
+            row = _compare("claim", claim.id, claim.title, claim.treatment, claim.baseline, data)
         rows.append((row, claim))
     for ab in data.ablations:
-        rows.append(
-            (_compare("ablation", ab.id, ab.title, data.score(ab.ablated), data.score(ab.full), data), None)
-        )
+        rows.append((_compare("ablation", ab.id, ab.title, ab.ablated, ab.full, data), None))
     reproduced: dict[str, bool] = {}
     for row, claim in rows:
         if claim is not None and claim.published_group is not None and claim.published is not None:
@@ -177,10 +168,7 @@ def ablation_table(data: Published | None = None) -> pl.DataFrame:
     """
     data = load_published() if data is None else data
     keys = pl.DataFrame(
-        [
-            {"id": a.id, "axis": a.axis, "full_setting": a.full_setting, "ablated_setting": a.ablated_setting}
-            for a in data.ablations
-        ],
+        [a.model_dump(include={"id", "axis", "full_setting", "ablated_setting"}) for a in data.ablations],
         schema={"id": pl.String, "axis": pl.String, "full_setting": pl.String, "ablated_setting": pl.String},
     )
     measured = audit(data).filter(pl.col("section") == "ablation")
@@ -204,21 +192,19 @@ def to_markdown(frame: pl.DataFrame) -> str:
         ("claim", "Published claims"),
         ("ablation", "Published ablations (ablated - full)"),
     ):
-        rows = []
-        for r in frame.filter(pl.col("section") == section).iter_rows(named=True):
-            se, sigma = r["se"], r["sigma"]
-            rows.append(
-                [
-                    r["claim"],
-                    r["source"],
-                    r["compared"],
-                    f"{r['difference']:+.{r['decimals']}f}",
-                    "n/a" if se is None else f"{se:.1f}",
-                    "n/a" if sigma is None or math.isnan(sigma) else f"{sigma:+.2f}",
-                    like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
-                    r["verdict"],
-                ]
-            )
+        rows = [
+            [
+                r["claim"],
+                r["source"],
+                r["compared"],
+                f"{r['difference']:+.{r['decimals']}f}",
+                "n/a" if r["se"] is None else f"{r['se']:.1f}",
+                "n/a" if r["sigma"] is None or math.isnan(r["sigma"]) else f"{r['sigma']:+.2f}",
+                like_for_like_text(r["like_for_like"], r["horizon_ratio"]),
+                r["verdict"],
+            ]
+            for r in frame.filter(pl.col("section") == section).iter_rows(named=True)
+        ]
         if rows:
             parts.append(f"### {heading}\n\n{markdown_table(headers, rows)}")
     return "\n".join(parts)
