@@ -56,13 +56,6 @@ class Score(Figure):
     max_compactions: Annotated[int, Field(ge=0, le=COUNT_MAX)] | None = None
 
     @property
-    def episodes(self) -> int | None:
-        """Episodes behind the figure, eval_size x runs; None when the paper does not say."""
-        if self.eval_size is None or self.runs is None:
-            return None
-        return self.eval_size * self.runs
-
-    @property
     def horizon_k(self) -> float | None:
         """Effective horizon L x (S + 1) in thousands of tokens; None when unknown."""
         if self.working_context_k is None or self.max_compactions is None:
@@ -70,9 +63,11 @@ class Score(Figure):
         return stats.effective_horizon(self.working_context_k, self.max_compactions)
 
     def estimate(self) -> stats.MeanSE | None:
-        """The figure as a pooled binomial rate with its SE; None without an episode count."""
-        n = self.episodes
-        return None if n is None else stats.rate_mean_se([self.value / stats.POINTS], [n])
+        """The figure as a pooled binomial rate on eval_size x runs episodes with its SE; None when the paper
+        does not say how many."""
+        if self.eval_size is None or self.runs is None:
+            return None
+        return stats.rate_mean_se([self.value / stats.POINTS], [self.eval_size * self.runs])
 
 
 class Grid(Figure):
