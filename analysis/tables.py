@@ -6,6 +6,7 @@ temporary name in the target folder first and only renamed into place once all o
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from collections.abc import Sequence
@@ -14,6 +15,11 @@ from pathlib import Path
 import polars as pl
 
 from simlab.errors import OutputDirError
+
+
+def number_text(x: float | None, fmt: str) -> str:
+    """``x`` formatted by ``fmt``; ``n/a`` for a missing or NaN value (a table cell)."""
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import Any
 
 from simlab.analysis.replication.table import Findings
 from simlab.analysis.tables import markdown_table
+from simlab.analysis.tables import number_text as _num
 
 WIDTH = 110
 """The terminal width the compact table fits."""
@@ -20,10 +20,6 @@ SE_FROM = {"nested": "seeds+inst", "crossed": "seeds×inst", "rates": "seeds", "
 KIND = {"credit finding": "credit", "serving finding": "serving", "harness check": "check"}
 SUPERSEDED = "†"
 """Marks a row in the compact table that a later design superseded."""
-
-
-def _num(x: float | None, fmt: str) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 def diff_text(r: dict[str, Any], prefix: str = "", full: bool = False, sigma: bool = True) -> str:

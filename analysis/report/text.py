@@ -16,6 +16,7 @@ from simlab.analysis.audit.table import like_for_like_text
 from simlab.analysis.report.published import label_settings
 from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
 from simlab.analysis.tables import markdown_table
+from simlab.analysis.tables import number_text as _num
 
 SE_FROM = {
     "nested": "seeds+instances",
@@ -31,10 +32,6 @@ SE_LEGEND = (
     "term added from the per-episode outcomes; *seeds+instance bound*, a shared set without per-episode "
     "outcomes, its instance term an upper bound; *seeds*, one value per seed."
 )
-
-
-def _num(x: float | None, fmt: str) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 def _pm(mean: float | None, se: float | None, fmt: str = ".1f") -> str:

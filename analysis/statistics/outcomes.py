@@ -27,11 +27,11 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from simlab.analysis.statistics.stats import POINTS
 from simlab.errors import ConfigError
 
 Statistic = Literal["final", "auc", "steps_to", "gain"]
 STATISTICS: tuple[Statistic, ...] = ("final", "auc", "steps_to", "gain")
-POINTS = 100.0
 
 
 def _two_evaluations(count: int, statistic: str) -> None:
