@@ -41,7 +41,7 @@ from simlab.sweep.plan import GridPlan  # noqa: E402
 from simlab.sweep.queue import trial_queue  # noqa: E402
 from simlab.sweep.spec import SweepSpec  # noqa: E402
 from simlab.sweep.study import FINAL_FAILURES  # noqa: E402
-from simlab.sweep.trial import TrialContext, _suggest, claim  # noqa: E402
+from simlab.sweep.trial import TrialContext, _suggest  # noqa: E402
 from tests.services import Postgres, start_mlflow_server, stop_group  # noqa: E402
 from tests.stores import TOY  # noqa: E402
 
@@ -117,7 +117,7 @@ def storage_cycle(spec: SweepSpec, location: str, trials: int) -> float:
     times = []
     for _ in range(trials):
         t0 = time.perf_counter()
-        trial = claim(study, ctx)
+        trial = spec.plan.claim(study, ctx.queue, spec, ctx.final)
         assert trial is not None
         lifecycle.record(trial, {ATTR_OWNER: ctx.coordinator})
         _suggest(trial, spec)

@@ -123,11 +123,6 @@ def open_study(ctx: TrialContext) -> optuna.Study:
     )
 
 
-def claim(study: optuna.Study, ctx: TrialContext) -> optuna.Trial | None:
-    """The next trial to run, as the spec's plan says (a waiting cell, or a new sample), or ``None``."""
-    return ctx.spec.plan.claim(study, ctx.queue, ctx.spec, ctx.final)
-
-
 def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcome:
     """Claim one trial (grid: the next waiting cell; tpe: a new sample) and run it to an end state.
 
@@ -136,7 +131,7 @@ def run_one(ctx: TrialContext, study: optuna.Study | None = None) -> TrialOutcom
     start = time.perf_counter()
     limit_threads()
     study = study or open_study(ctx)
-    trial = claim(study, ctx)
+    trial = ctx.spec.plan.claim(study, ctx.queue, ctx.spec, ctx.final)
     if trial is None:
         return TrialOutcome(None, "SKIPPED", wall_s=time.perf_counter() - start)
     with ctx.queue.beating(study, trial) as lost:
