@@ -105,14 +105,9 @@ class DatabaseQueue:
         with rdb.quiet():
             return study.ask()
 
-    @contextlib.contextmanager
-    def beating(self, study: optuna.Study, trial: optuna.Trial) -> Iterator[threading.Event]:
+    def beating(self, study: optuna.Study, trial: optuna.Trial) -> rdb.Beat:
         """Beat for ``trial`` while the block runs; yields the event set when the trial is lost."""
-        beat = rdb.Beat(private.storage(study), private.trial_id(trial)).start()
-        try:
-            yield beat.lost
-        finally:
-            beat.stop()
+        return rdb.Beat(private.storage(study), private.trial_id(trial))
 
     def reap(self, study: optuna.Study) -> list[int]:
         """Fail the stale trials of every host (Optuna's heartbeat), and those never owned; their numbers."""

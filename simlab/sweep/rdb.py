@@ -23,7 +23,7 @@ import functools
 import hashlib
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import optuna
@@ -41,8 +41,6 @@ HEARTBEAT_S = 10
 GRACE_FACTOR = 3
 """A trial is stale after ``GRACE_FACTOR`` heartbeat intervals without one."""
 
-StaleCallback = Callable[[optuna.Study, FrozenTrial], None]
-
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
@@ -53,7 +51,7 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def open_rdb(url: str, *, heartbeat: int = HEARTBEAT_S, on_stale: StaleCallback | None = None) -> RDBStorage:
+def open_rdb(url: str, *, heartbeat: int = HEARTBEAT_S, on_stale: RequeueStale | None = None) -> RDBStorage:
     """Optuna's RDB storage with its heartbeat on (the URL was checked by :mod:`simlab.stores`)."""
     with quiet():
         return RDBStorage(
@@ -103,28 +101,27 @@ def study_lock(url: str, name: str) -> Iterator[None]:
 
 
 class Beat:
-    """Records Optuna's heartbeat for one trial until stopped; sets :attr:`lost` once the trial is no
-    longer RUNNING (another process failed it as stale: this worker must not finish it)."""
+    """Records Optuna's heartbeat for one trial while its ``with`` block runs; sets :attr:`lost` once the
+    trial is no longer RUNNING (another process failed it as stale: this worker must not finish it)."""
 
     def __init__(self, storage: BaseStorage, trial_id: int) -> None:
         self.storage = storage
         self.trial_id = trial_id
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Beat:
-        """Record a first heartbeat and start the thread that keeps recording them."""
-        self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
         # a daemon: a worker stopped by Ctrl-C must not stay alive beating for a trial it abandoned
         self._thread = threading.Thread(
             target=self._run,
-            args=(self.storage.get_heartbeat_interval(),),  # type: ignore[attr-defined]
+            args=(storage.get_heartbeat_interval(),),  # type: ignore[attr-defined]
             daemon=True,
             name="simlab-heartbeat",
         )
+
+    def __enter__(self) -> threading.Event:
+        """Record a first heartbeat and start the thread that keeps recording them; :attr:`lost`."""
+        self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
         self._thread.start()
-        return self
+        return self.lost
 
     def _run(self, interval: int) -> None:
         while not self._stop.wait(interval):
@@ -136,11 +133,10 @@ class Beat:
             except Exception:  # a database hiccup: the next beat tries again; the grace period allows it
                 continue
 
-    def stop(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         """Stop the heartbeat thread."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._thread.join(timeout=5)
 
 
 class RequeueStale:
@@ -167,7 +163,6 @@ class RequeueStale:
         if "fixed_params" in trial.system_attrs and ATTR_CELL in trial.user_attrs:
             retry = copy.deepcopy(trial)
             # the cell, not the dead worker's owner and run
-            retry.user_attrs = {ATTR_CELL: trial.user_attrs[ATTR_CELL], ATTR_REPLACES: trial.number}
-            if ATTR_SEED in trial.user_attrs:
-                retry.user_attrs[ATTR_SEED] = trial.user_attrs[ATTR_SEED]
+            kept = {k: trial.user_attrs[k] for k in (ATTR_CELL, ATTR_SEED) if k in trial.user_attrs}
+            retry.user_attrs = {**kept, ATTR_REPLACES: trial.number}
             RetryHeartbeatStaleTrialCallback()(study, retry)
