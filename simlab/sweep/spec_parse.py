@@ -73,13 +73,6 @@ class SpecFile(BaseModel):
     (:mod:`simlab.analysis.replication.spec` validates them); the runner ignores them."""
 
 
-def _name_registries() -> dict[str, Registry[Any]]:
-    """Config leaf names whose values must be registered component names."""
-    from simlab.credit import ESTIMATORS, NORMALISERS
-
-    return {"estimator": ESTIMATORS, "normaliser": NORMALISERS}
-
-
 def load_spec(path: Path | str) -> SweepSpec:
     """Read and validate a TOML spec file."""
     path = Path(path)
@@ -140,12 +133,14 @@ def _check_spelling(shown: str, key: str) -> None:
 
 
 def _check_registered(shown: str, key: str, values: list[Any]) -> None:
-    leaf = key.rsplit(".", 1)[-1]
-    registry = _name_registries().get(leaf)
-    if leaf == "lam":  # a number or the name of a lambda reading
-        from simlab.credit import LAMBDA_READINGS
+    """Values of a config leaf that names a registered component (an estimator, a normaliser, a lambda
+    reading) are registered names."""
+    from simlab.credit import ESTIMATORS, LAMBDA_READINGS, NORMALISERS
 
-        registry = LAMBDA_READINGS
+    registries: dict[str, Registry[Any]] = {"estimator": ESTIMATORS, "normaliser": NORMALISERS, "lam": LAMBDA_READINGS}
+    leaf = key.rsplit(".", 1)[-1]
+    registry = registries.get(leaf)
+    if leaf == "lam":  # a number or the name of a lambda reading
         values = [v for v in values if isinstance(v, str)]
     if registry is None:
         return
