@@ -178,15 +178,8 @@ class TpePlan:
         probe values (:func:`_combinations`) under each variant."""
         keys = [axis.key for axis in spec.axes]
         combos = _combinations([_probe_values(axis) for axis in spec.axes])
-        variants: list[str | None] = [v.name for v in spec.variants] or [None]
-        probes = []
-        for variant in variants:
-            for combo in combos:
-                params: dict[str, Any] = dict(zip(keys, combo, strict=True))
-                if variant is not None:
-                    params["variant"] = variant
-                probes.append(params)
-        return probes
+        variants = [{"variant": v.name} for v in spec.variants] or [{}]
+        return [{**dict(zip(keys, combo, strict=True)), **variant} for variant in variants for combo in combos]
 
     def sampler(self, seed: int | None = None) -> optuna.samplers.BaseSampler:
         """Optuna's TPE sampler; :meth:`claim` gives each trial its own, seeded by the trial's number."""
