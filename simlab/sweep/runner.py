@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -53,13 +53,9 @@ class SweepResult:
 def validate(spec: SweepSpec, backend: TrialBackend) -> None:
     """Resolve every probe configuration, and check the objective is a metric the backend can return,
     before anything is written (raises :class:`SpecError`)."""
-    seen: set[str] = set()
-    for point in spec.plan.probes(spec):
+    probes = {json.dumps(spec.settings(point), sort_keys=True, default=str): point for point in spec.plan.probes(spec)}
+    for point in probes.values():  # one per distinct configuration
         settings = spec.settings(point)
-        key = json.dumps(settings, sort_keys=True, default=str)
-        if key in seen:
-            continue
-        seen.add(key)
         try:
             cfg = backend.config(spec, Cell(point, spec.seeds[0]))
         except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
@@ -121,12 +117,11 @@ def _create_study(spec: SweepSpec, study_store: stores.StudyStore, queue: TrialQ
     """Create or load the sweep's study; a changed spec under the same name is refused before MLflow is
     touched (its fingerprint is stored on the study)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    direction: Literal["minimize", "maximize"] = "minimize" if spec.objective.direction == "minimize" else "maximize"
     study = optuna.create_study(
         study_name=spec.name,
         storage=queue.open(),
         load_if_exists=True,
-        direction=direction,
+        direction=spec.objective.direction,
         sampler=spec.plan.sampler(),
         pruner=make_pruner(spec),
     )
@@ -270,9 +265,8 @@ def run_sweep(
     todo = sweep.todo()
     if sweep.reconciled:
         echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
-    total = spec.plan.total(spec)
     echo(
-        f"sweep {spec.name!r}: {todo} of {total} trial(s) to run on {workers} worker(s); "
+        f"sweep {spec.name!r}: {todo} of {spec.plan.total(spec)} trial(s) to run on {workers} worker(s); "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(store.tracking_uri)}"
     )
 
