@@ -40,14 +40,11 @@ FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     """The spec's pruner (median, percentile, or none)."""
     p = spec.pruner
+    patience = {"n_startup_trials": p.n_startup_trials, "n_warmup_steps": p.n_warmup_steps}
     if p.kind == "median":
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=p.n_startup_trials, n_warmup_steps=p.n_warmup_steps
-        )
+        return optuna.pruners.MedianPruner(**patience)
     if p.kind == "percentile":
-        return optuna.pruners.PercentilePruner(
-            p.percentile, n_startup_trials=p.n_startup_trials, n_warmup_steps=p.n_warmup_steps
-        )
+        return optuna.pruners.PercentilePruner(p.percentile, **patience)
     return optuna.pruners.NopPruner()
 
 
