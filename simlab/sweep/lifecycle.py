@@ -64,14 +64,6 @@ def this_owner() -> dict[str, Any]:
     return {"host": host_name(), "pid": pid, "start": _process_start(pid), "since": time.time()}
 
 
-def owner_alive(owner: dict[str, Any]) -> bool | None:
-    """True/False for an owner on this host; ``None`` when it runs elsewhere (cannot tell)."""
-    if owner.get("host") != host_name():
-        return None
-    start = _process_start(int(owner["pid"]))
-    return start is not None and (start == "" or start == owner.get("start"))
-
-
 def who(trial: FrozenTrial) -> str:
     """The process a trial's owner record names, for a message."""
     owner = trial.user_attrs.get(ATTR_OWNER)
@@ -162,9 +154,13 @@ def unowned(trial: FrozenTrial, now: float) -> bool:
 
 
 def owner_dead(trial: FrozenTrial, now: float) -> bool:
-    """A RUNNING trial whose owner died on this host."""
+    """A RUNNING trial whose owner died on this host (an owner on another host cannot be told from here):
+    its pid is gone, or is now another process (its start time differs)."""
     owner = trial.user_attrs.get(ATTR_OWNER)
-    return owner is not None and owner_alive(owner) is False
+    if owner is None or owner.get("host") != host_name():
+        return False
+    start = _process_start(int(owner["pid"]))
+    return start is None or (start != "" and start != owner.get("start"))  # "": alive, start unknown
 
 
 def fail_running(study: optuna.Study, *dead: Callable[[FrozenTrial, float], bool]) -> None:
