@@ -111,8 +111,8 @@ class TrialSink(tracking.MlflowSink):
 
 
 def _failure_kind(exc: BaseException) -> str:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return "diverged" if names & {"TrainingDiverged", "FloatingPointError"} else "error"
+    classes = {cls.__name__ for cls in type(exc).__mro__}
+    return "diverged" if classes & {"TrainingDiverged", "FloatingPointError"} else "error"
 
 
 def open_study(ctx: TrialContext) -> optuna.Study:
@@ -230,8 +230,8 @@ def run_trial(
     backend: TrialBackend = load_backend(ctx.backend)
     lifecycle.record(trial, {ATTR_OWNER: {**ctx.coordinator, "worker": os.getpid()}})
     cell = spec.plan.cell(trial, spec, _suggest(trial, spec))
-    t0 = time.perf_counter()
     cfg, config_tags, build_error = _build(backend, spec, cell)
+    t0 = time.perf_counter()
     run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags, lost), start, 0.0)
     run.create_s = time.perf_counter() - t0
     if build_error is not None:
