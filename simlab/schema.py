@@ -21,7 +21,6 @@ and the report all use key paths ``section.key``), and the ``--set KEY=VALUE`` g
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -52,8 +51,8 @@ class Section(BaseModel):
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**{k: plain_number(v) for k, v in data.items()})
-        except ValidationError as exc:
-            raise _first_error(type(self), exc) from None
+        except ValidationError as exc:  # a ConfigError from check() is no ValueError: it passes through as it is
+            raise refusal(self.SECTION, type(self), exc.errors(include_url=False)[0]) from None
 
     @model_validator(mode="after")
     def _across_fields(self) -> Self:
@@ -117,21 +116,10 @@ class Section(BaseModel):
         return {name: getattr(self, name) for name in self.field_names()}
 
 
-def _first_error(cls: type, exc: ValidationError) -> ConfigError:
-    """The first of pydantic's errors as one :class:`ConfigError` naming the full key path."""
-    err = exc.errors(include_url=False)[0]
-    original = (err.get("ctx") or {}).get("error")
-    if isinstance(original, ConfigError):
-        return original.under(getattr(cls, "SECTION", ""))
-    return refusal(getattr(cls, "SECTION", ""), cls, err)
-
-
 def plain(obj: Any) -> Any:
     """A section (or a value inside one) as JSON-ready data: tuples as lists, sections as dicts."""
     if isinstance(obj, BaseModel):
         return {name: plain(getattr(obj, name)) for name in type(obj).model_fields}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, tuple):
         return list(obj)
     return obj
