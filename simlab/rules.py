@@ -71,20 +71,14 @@ def _float_holds(value: int | float) -> int | float:
 Real = Annotated[int | float, AfterValidator(_float_holds)]
 """A finite real number; an integer stays an integer (strict: a bool is neither), if a float can hold it."""
 # ------------------------------------------------------------------------------ texts
-def _big(n: int) -> str:
-    """Bounds people read: ``2**31 - 1`` rather than 2147483647."""
-    for e in range(16, 65):
-        if n == 2**e:
-            return f"2**{e}"
-        if n == 2**e - 1:
-            return f"2**{e} - 1"
-    return str(n)
+_BIG = {2**e: f"2**{e}" for e in range(16, 65)} | {2**e - 1: f"2**{e} - 1" for e in range(17, 65)}
+"""Bounds people read, from 2**16 on: ``2**31 - 1`` rather than 2147483647."""
 
 
 def int_text(lo: int, hi: int) -> str:
     """``choose an integer in [lo, hi]``, or ``>= lo (at most 2**31 - 1)`` for a bound nobody meets."""
-    if hi >= 2**16 and _big(hi) != str(hi):
-        return f"choose an integer >= {lo} (at most {_big(hi)})"
+    if hi in _BIG:
+        return f"choose an integer >= {lo} (at most {_BIG[hi]})"
     return f"choose an integer in [{lo}, {hi}]"
 
 
@@ -210,18 +204,19 @@ def _parts(tp: Any) -> tuple[Any, list[Any]]:
     return tp, flat
 
 
+_SIDES = {"ge": (0, False), "gt": (0, True), "le": (1, False), "lt": (1, True)}
+"""The bound attributes of annotated_types' Ge, Gt, Le and Lt, which pydantic makes of ``Field(ge=...)`` and
+so on: which side each bounds (0 low, 1 high) and whether it is open."""
+
+
 def _bounds(meta: list[Any]) -> tuple[float, float, bool, bool]:
     """(lo, hi, lo_open, hi_open) of the constraints in ``meta``; a side without one is infinite."""
-    lo, hi, lo_open, hi_open = -math.inf, math.inf, False, False
-    for m in meta:  # annotated_types' Ge, Gt, Le and Lt, which pydantic makes of Field(ge=...) and so on
-        for name in ("ge", "gt", "le", "lt"):
-            bound = getattr(m, name, None)
-            if bound is None:
-                continue
-            if name in ("ge", "gt"):
-                lo, lo_open = float(bound), name == "gt"
-            else:
-                hi, hi_open = float(bound), name == "lt"
+    sides = [(-math.inf, False), (math.inf, False)]
+    for m in meta:
+        for name, (side, is_open) in _SIDES.items():
+            if getattr(m, name, None) is not None:
+                sides[side] = (float(getattr(m, name)), is_open)
+    (lo, lo_open), (hi, hi_open) = sides
     return lo, hi, lo_open, hi_open
 
 
