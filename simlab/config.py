@@ -99,9 +99,7 @@ class RunConfig(Section):
         out["task"] = {"preset": self.preset, **plain(self.task)}
         for name in ("harness", "base", "train", "eval"):
             out[name] = plain(getattr(self, name))
-        policy = plain(self.policy)
-        policy.pop("vocab_size")
-        out["policy"] = policy
+        out["policy"] = {k: v for k, v in plain(self.policy).items() if k != "vocab_size"}  # the task sets it
         return out
 
     def base_harness_settings(self) -> dict[str, Any]:
@@ -217,8 +215,8 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
                                      TrainConfig.allows("recipe")))
     for cls in (HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
         cls.check_fields(user[cls.SECTION])
-    seed = check_value("seed", nested.get("seed", 0), RunConfig.allows("seed"))
-    device = check_value("device", nested.get("device", "auto"), RunConfig.allows("device"))
+    top = {key: nested[key] for key in TOP_LEVEL if key in nested}
+    RunConfig.check_fields(top)
     if "vocab_size" in user["policy"]:
         raise ConfigError.invalid("policy.vocab_size", user["policy"]["vocab_size"],
                                   "it is set by the task (task.vocab_size); remove it")
@@ -239,8 +237,7 @@ def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
         base=BaseConfig(**{**preset.base, **user["base"]}),
         train=train_cfg,
         eval=EvalConfig(**user["eval"]),
-        seed=seed,
-        device=device,
+        **top,
     ))
 
 
