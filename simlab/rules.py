@@ -28,7 +28,7 @@ import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union, cast, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 
 from pydantic import AfterValidator, ConfigDict, Field, InstanceOf, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -108,12 +108,6 @@ class _AfterCheck:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
 
 
-class _Names(Protocol):
-    def __contains__(self, name: object) -> bool: ...
-
-    def __iter__(self) -> Any: ...
-
-
 @dataclass(frozen=True)
 class Names(_AfterCheck):
     """A string that a registry (or a tuple of names) holds, or one of its aliases.
@@ -124,7 +118,7 @@ class Names(_AfterCheck):
     ``about`` says what they mean.
     """
 
-    registry: Callable[[], _Names]
+    registry: Callable[[], Iterable[str]]
     extra: tuple[str, ...] = ()
     about: str = ""
 
@@ -195,11 +189,9 @@ class Says:
 
 # ------------------------------------------------------------------------------ describing a field
 def _parts(tp: Any) -> tuple[Any, list[Any]]:
-    """``tp`` without ``Annotated``, and its metadata (a ``Field``'s constraints unpacked)."""
-    meta: list[Any] = []
-    while get_origin(tp) is Annotated:
-        tp, *more = get_args(tp)
-        meta = [*more, *meta]
+    """``tp`` without ``Annotated``, and its metadata (a ``Field``'s constraints unpacked); typing
+    flattens an ``Annotated`` inside another, so one level holds all of it."""
+    tp, *meta = get_args(tp) if get_origin(tp) is Annotated else (tp,)
     flat = [m for item in meta for m in (item.metadata if isinstance(item, FieldInfo) else [item])]
     return tp, flat
 
