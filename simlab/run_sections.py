@@ -168,10 +168,9 @@ class TrainConfig(Section):
     def check(self) -> None:
         """The algorithm, estimator, critic and lambda reading must go together."""
         if self.algorithm != "auto" and (self.algorithm == "grpo") != (estimator_family(self.estimator) == "group"):
-            family = "group" if self.algorithm == "grpo" else "gae"
-            names = estimators_of(family)
+            family, shown = ("group", "group") if self.algorithm == "grpo" else ("gae", "GAE")
             raise self.invalid("estimator", f"it does not go with algorithm={self.algorithm!r}; choose a "
-                               f"{'group' if family == 'group' else 'GAE'} estimator: {names}")
+                               f"{shown} estimator: {estimators_of(family)}")
         if isinstance(self.lam, str):
             if self.alpha is None:
                 raise self.invalid("alpha", f"lam={self.lam!r} needs it; choose a finite value > 0")
