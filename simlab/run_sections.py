@@ -64,7 +64,8 @@ class TrainConfig(Section):
     SECTION = "train"
 
     recipe: Annotated[str, Names(lambda: RECIPES)] = "supo"
-    """Named defaults from ``simlab.recipes`` (supo, compactionrl, resum, autocompact, baselines)."""
+    """Named defaults from ``simlab.recipes``: supo, compactionrl, resum, autocompact, and the baselines react,
+    sliding, mem1, memagent and grpo."""
     algorithm: Literal["auto", "grpo", "ppo"] = "auto"
     """``grpo`` (group estimators, no critic) or ``ppo`` (GAE estimators with a critic); ``auto`` picks
     by the estimator's family, so a sweep over estimators switches algorithm with it."""

@@ -108,7 +108,7 @@ class Section(BaseModel):
         names = self.field_names()
         for key in changes:
             if key not in names:
-                raise ConfigError.unknown(f"{self.SECTION}.{key}", names)
+                raise ConfigError.unknown(self.key(key), names)
         return type(self)(**{**self.as_dict(), **changes})
 
     def as_dict(self) -> dict[str, Any]:
