@@ -28,7 +28,7 @@ from simlab.sweep.backend import DEFAULT_BACKEND, TrialBackend, load_backend
 from simlab.sweep.queue import TrialQueue, trial_queue
 from simlab.sweep.space import Cell
 from simlab.sweep.spec import SweepSpec
-from simlab.sweep.study import FINAL_FAILURES, FINAL_IN_RUN, make_pruner, reconcile, results_dir, write_trials
+from simlab.sweep.study import FINAL_FAILURES, FINAL_IN_RUN, make_pruner, reconcile, write_trials
 from simlab.sweep.trial import TrialContext, TrialOutcome, open_study, run_one
 
 # --- the coordinator ---
@@ -55,11 +55,10 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
     before anything is written (raises :class:`SpecError`)."""
     probes = {json.dumps(spec.settings(point), sort_keys=True, default=str): point for point in spec.plan.probes(spec)}
     for point in probes.values():  # one per distinct configuration
-        settings = spec.settings(point)
         try:
             cfg = backend.config(spec, Cell(point, spec.seeds[0]))
         except ConfigError as exc:  # TrialBackend.build's contract: a ConfigError names the bad key path
-            where = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+            where = ", ".join(f"{k}={v!r}" for k, v in spec.settings(point).items())
             raise SpecError(f"{exc} (in the configuration {where})") from None
         if backend.check_metric is not None:
             try:
@@ -72,26 +71,22 @@ def validate(spec: SweepSpec, backend: TrialBackend) -> None:
 class OpenSweep:
     """A sweep ready to run trials: its study, MLflow experiment and parent run, and the worker context."""
 
-    spec: SweepSpec
     study: optuna.Study
     study_store: stores.StudyStore
     store: tracking.Store
     client: Any
-    root: Path
     ctx: TrialContext
     reconciled: list[int]
 
     def todo(self) -> int:
         """Trials still to run, as the plan counts them (waiting cells, or samples ``n_trials`` allows)."""
-        return self.spec.plan.todo(self.study, self.spec, self.ctx.final)
+        return self.ctx.spec.plan.todo(self.study, self.ctx.spec, self.ctx.final)
 
     def refresh(self) -> list[int]:
         """Reconcile and enqueue what is missing, under the study's lock; the trials it failed."""
-        queue = self.ctx.queue
-        with queue.lock(self.spec.name):
-            failed = reconcile(self.study, queue, self.client, self.ctx.experiment_id)
-            self.spec.plan.enqueue(self.study, self.spec, self.ctx.final)
-        return failed
+        ctx = self.ctx
+        with ctx.queue.lock(ctx.spec.name):
+            return reconcile(self.study, ctx.spec, ctx.queue, self.client, ctx.experiment_id, ctx.final)
 
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float,
                workers: int = 1) -> SweepResult:
@@ -99,18 +94,13 @@ class OpenSweep:
         return SweepResult(
             tracking_uri=self.store.tracking_uri,
             parent_run_id=self.ctx.parent_run_id,
-            ran=sum(o.state != "SKIPPED" for o in outcomes),
+            ran=len(outcomes),  # SKIPPED outcomes (an empty queue) are never recorded
             failed=sum(o.state == "FAIL" for o in outcomes),
             table=table,
             wall_s=time.perf_counter() - start,
             outcomes=tuple(outcomes),
             workers=workers,
         )
-
-    def done(self) -> bool:
-        """Every cell accounted for by a finished trial: nothing waiting, nothing running anywhere."""
-        busy = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
-        return not busy and self.todo() == 0
 
 
 def _create_study(spec: SweepSpec, study_store: stores.StudyStore, queue: TrialQueue) -> optuna.Study:
@@ -179,8 +169,7 @@ def open_sweep(
     with queue.lock(spec.name):  # hosts starting at once: one creates the tables, the study
         study = _create_study(spec, study_store, queue)  # the first write
         client, experiment_id, parent_run_id, provenance = _open_runs(spec, store, study_store)
-        reconciled = reconcile(study, queue, client, experiment_id)
-        spec.plan.enqueue(study, spec, FINAL_FAILURES)
+        reconciled = reconcile(study, spec, queue, client, experiment_id, FINAL_FAILURES)
     ctx = TrialContext(
         spec=spec,
         backend=backend,
@@ -194,19 +183,19 @@ def open_sweep(
         provenance=provenance,
         heartbeat=heartbeat,
     )
-    return OpenSweep(spec, study, study_store, store, client, root, ctx, reconciled)
+    return OpenSweep(study, study_store, store, client, ctx, reconciled)
 
 
 def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int = 1) -> None:
     """Build what the trials share (cached base checkpoints, one per seed when seeds vary the base model)
-    on up to ``workers`` processes, before any trial."""
-    trial_backend = load_backend(sweep.ctx.backend)
-    if trial_backend.prepare is None:
+    on up to ``workers`` processes, before any trial; nothing when no trial is left to run."""
+    trial_backend, spec = load_backend(sweep.ctx.backend), sweep.ctx.spec
+    if trial_backend.prepare is None or sweep.todo() == 0:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
-    points = sweep.spec.plan.probes(sweep.spec)
-    cfgs = [trial_backend.config(sweep.spec, Cell(point, seed)) for seed in sweep.spec.seeds for point in points]
-    trial_backend.prepare(cfgs, sweep.root / "mlruns", workers)
+    points = spec.plan.probes(spec)
+    cfgs = [trial_backend.config(spec, Cell(point, seed)) for seed in spec.seeds for point in points]
+    trial_backend.prepare(cfgs, Path(sweep.ctx.store), workers)
 
 
 def drain(
@@ -225,9 +214,9 @@ def drain(
         failed = sweep.refresh()
         if failed:
             echo(f"marked {len(failed)} trial(s) of a dead worker failed and queued their cells again")
-        if sweep.done():
-            return
         if sweep.todo() == 0:
+            if not study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+                return  # every cell accounted for by a finished trial: nothing waiting or running anywhere
             if not waiting_said:
                 running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
                 echo(f"waiting for {running} trial(s) running in other processes ...")
@@ -261,20 +250,19 @@ def run_sweep(
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )
-    study, client, ctx, store = sweep.study, sweep.client, sweep.ctx, sweep.store
+    client, ctx = sweep.client, sweep.ctx
     todo = sweep.todo()
     if sweep.reconciled:
         echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
     echo(
         f"sweep {spec.name!r}: {todo} of {spec.plan.total(spec)} trial(s) to run on {workers} worker(s); "
-        f"study in {sweep.study_store.shown}, runs in {stores.shown(store.tracking_uri)}"
+        f"study in {sweep.study_store.shown}, runs in {stores.shown(sweep.store.tracking_uri)}"
     )
 
     outcomes: list[TrialOutcome] = []
     status, reason = "FINISHED", ""
     try:
-        if todo:
-            prepare_shared(sweep, echo, workers)
+        prepare_shared(sweep, echo, workers)
         _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
@@ -282,7 +270,7 @@ def run_sweep(
     finally:
         table = None
         with contextlib.suppress(Exception):
-            table = write_trials(study, results_dir(store, sweep.root, spec.name))
+            table = write_trials(sweep.study, sweep.store, Path(ctx.store))
             client.log_artifact(ctx.parent_run_id, str(table), "summary")
         tracking.finish_run(client, ctx.parent_run_id, status, reason)
     return sweep.result(outcomes, table, start, workers)

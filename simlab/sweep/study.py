@@ -14,6 +14,7 @@ queue's, :mod:`.queue`; which trials it runs and how they are enqueued, its plan
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,14 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def reconcile(study: optuna.Study, queue: TrialQueue, client: Any, experiment_id: str) -> list[int]:
-    """Mark trials whose worker died FAIL (kind ``killed``, found by the ``queue``'s reap) and every
-    orphaned RUNNING MLflow run ended. Returns the numbers of the trials it failed."""
+def reconcile(study: optuna.Study, spec: SweepSpec, queue: TrialQueue, client: Any, experiment_id: str,
+              final: Sequence[str]) -> list[int]:
+    """Mark trials whose worker died FAIL (kind ``killed``, found by the ``queue``'s reap), end every
+    orphaned RUNNING MLflow run, and enqueue the cells no trial accounts for (the plan's, with ``final``);
+    the caller holds the study's lock. Returns the numbers of the trials it failed."""
     failed = queue.reap(study)
     close_orphan_runs(study, client, experiment_id)
+    spec.plan.enqueue(study, spec, final)
     return failed
 
 
@@ -70,7 +74,7 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
         if tags.get(names.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
             continue
         if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != lifecycle.KILLED:
-            status = as_status.get(trial.state, "KILLED")
+            status = as_status[trial.state]  # a finished trial is COMPLETE, FAIL or PRUNED
             tracking.finish_run(client, run_id, status, trial.user_attrs.get(ATTR_REASON, ""))
         else:
             tracking.finish_run(
@@ -79,12 +83,6 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
 
 
 # --- the results table ---
-
-
-def results_dir(store: tracking.Store, root: Path, name: str) -> Path:
-    """Where the sweep's local tables go: ``<store folder>/sweeps/<name>``."""
-    base = store.local_folder or (root / "mlruns")
-    return base / "sweeps" / name
 
 
 TRIAL_SCHEMA = {
@@ -115,9 +113,11 @@ def trial_table(study: optuna.Study) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=TRIAL_SCHEMA)
 
 
-def write_trials(study: optuna.Study, folder: Path) -> Path:
-    """``trials.csv`` (:func:`trial_table`) in ``folder``; its path. The per-point summary over seeds is
+def write_trials(study: optuna.Study, store: tracking.Store, mlruns: Path) -> Path:
+    """``trials.csv`` (:func:`trial_table`) where the sweep's local tables go, ``<store folder>/sweeps/<name>``
+    (the tracking store's local folder, else ``mlruns``); its path. The per-point summary over seeds is
     the analysis layer's (:func:`simlab.analysis.summary.write_summary`)."""
+    folder = (store.local_folder or mlruns) / "sweeps" / study.study_name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "trials.csv"
     trial_table(study).write_csv(path)

@@ -17,10 +17,9 @@ from pathlib import Path
 from simlab import stores, tracking
 from simlab.sweep import rdb
 from simlab.sweep.backend import DEFAULT_BACKEND
-from simlab.sweep.lifecycle import host_name
 from simlab.sweep.runner import SweepResult, drain, open_sweep, prepare_shared
 from simlab.sweep.spec import SweepSpec
-from simlab.sweep.study import results_dir, write_trials
+from simlab.sweep.study import write_trials
 from simlab.sweep.trial import TrialOutcome
 
 
@@ -39,13 +38,12 @@ def run_worker(
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )
-    pid = sweep.ctx.coordinator["pid"]
+    me = sweep.ctx.coordinator  # this process's owner record
     echo(
-        f"worker {host_name()}:{pid} joined sweep {spec.name!r}: {sweep.todo()} trial(s) queued; "
+        f"worker {me['host']}:{me['pid']} joined sweep {spec.name!r}: {sweep.todo()} trial(s) queued; "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(sweep.store.tracking_uri)}"
     )
-    if sweep.todo():
-        prepare_shared(sweep, echo)
+    prepare_shared(sweep, echo)
     outcomes: list[TrialOutcome] = []
 
     def record(outcome: TrialOutcome) -> None:
@@ -54,7 +52,7 @@ def run_worker(
         echo(f"trial {outcome.number} {outcome.state} in {outcome.wall_s:.1f} s{why}")
 
     drain(sweep, echo=echo, on_outcome=record)
-    table = write_trials(sweep.study, results_dir(sweep.store, sweep.root, spec.name))
+    table = write_trials(sweep.study, sweep.store, Path(sweep.ctx.store))
     # every cell is finished: whichever process sees that last ends the parent run (ending it twice is harmless)
     tracking.finish_run(sweep.client, sweep.ctx.parent_run_id, "FINISHED")
     return sweep.result(outcomes, table, start)
