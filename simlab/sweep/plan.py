@@ -67,9 +67,7 @@ def accounts_for_its_cell(trial: FrozenTrial, final: Sequence[str]) -> bool:
     finished, or failed with a kind in ``final`` (a result, not a reason to run it again)."""
     from optuna.trial import TrialState
 
-    if trial.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return trial.state == TrialState.FAIL and trial.user_attrs.get(ATTR_FAILURE) in final
+    return trial.state != TrialState.FAIL or trial.user_attrs.get(ATTR_FAILURE) in final
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,8 @@ def run_trial(
     cell = spec.plan.cell(trial, spec, _suggest(trial, spec))
     cfg, config_tags, build_error = _build(backend, spec, cell)
     t0 = time.perf_counter()
-    run = _ClaimedTrial(study, trial, _open_run(ctx, trial, cell, config_tags, lost), start, 0.0)
-    run.create_s = time.perf_counter() - t0
+    sink = _open_run(ctx, trial, cell, config_tags, lost)
+    run = _ClaimedTrial(study, trial, sink, start, time.perf_counter() - t0)
     if build_error is not None:
         return run.fail("error", f"config: {build_error}")
     run.sink.log_params({**backend.flatten(cfg), names.CELL_PARAM: cell.label})
