@@ -63,11 +63,6 @@ def open_rdb(url: str, *, heartbeat: int = HEARTBEAT_S, on_stale: RequeueStale |
         )
 
 
-def _lock_key(name: str) -> int:
-    """A signed 64-bit advisory-lock key for the study (the same on every host)."""
-    return int.from_bytes(hashlib.sha256(f"simlab-study:{name}".encode()).digest()[:8], "big", signed=True)
-
-
 @functools.cache
 def _lock_engine(url: str) -> Any:
     from sqlalchemy import create_engine
@@ -85,7 +80,8 @@ def study_lock(url: str, name: str) -> Iterator[None]:
         return
     from sqlalchemy import text
 
-    key = _lock_key(name)
+    # a signed 64-bit advisory-lock key for the study, the same on every host
+    key = int.from_bytes(hashlib.sha256(f"simlab-study:{name}".encode()).digest()[:8], "big", signed=True)
     with _lock_engine(url).connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
         conn.commit()
