@@ -87,8 +87,7 @@ def _simlab_flatten(cfg: RunConfig) -> dict[str, Any]:
 
 def _simlab_tags(cfg: RunConfig) -> dict[str, str]:
     """``simlab.<key>`` for the settings runs are searched by (:data:`simlab.names.CONFIG_TAG_KEYS`)."""
-    flat = _simlab_flatten(cfg)
-    return {names.config_tag(k): str(v) for k, v in flat.items() if k in names.CONFIG_TAG_KEYS}
+    return {names.config_tag(k): str(v) for k, v in _simlab_flatten(cfg).items() if k in names.CONFIG_TAG_KEYS}
 
 
 def _simlab_check_metric(key: str, name: str, cfg: RunConfig) -> None:

@@ -189,7 +189,8 @@ def open_sweep(
 def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int = 1) -> None:
     """Build what the trials share (cached base checkpoints, one per seed when seeds vary the base model)
     on up to ``workers`` processes, before any trial; nothing when no trial is left to run."""
-    trial_backend, spec = load_backend(sweep.ctx.backend), sweep.ctx.spec
+    trial_backend = load_backend(sweep.ctx.backend)
+    spec = sweep.ctx.spec
     if trial_backend.prepare is None or sweep.todo() == 0:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
@@ -250,7 +251,6 @@ def run_sweep(
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )
-    client, ctx = sweep.client, sweep.ctx
     todo = sweep.todo()
     if sweep.reconciled:
         echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
@@ -270,9 +270,9 @@ def run_sweep(
     finally:
         table = None
         with contextlib.suppress(Exception):
-            table = write_trials(sweep.study, sweep.store, Path(ctx.store))
-            client.log_artifact(ctx.parent_run_id, str(table), "summary")
-        tracking.finish_run(client, ctx.parent_run_id, status, reason)
+            table = write_trials(sweep.study, sweep.store, Path(sweep.ctx.store))
+            sweep.client.log_artifact(sweep.ctx.parent_run_id, str(table), "summary")
+        tracking.finish_run(sweep.client, sweep.ctx.parent_run_id, status, reason)
     return sweep.result(outcomes, table, start, workers)
 
 

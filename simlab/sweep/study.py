@@ -67,6 +67,7 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
     # second cannot mistake a trial claimed in between for a dead one
     running = tracking.running_child_runs(client, experiment_id)
     trials = {str(t.number): t for t in study.get_trials(deepcopy=False)}
+    # a finished trial is COMPLETE, FAIL or PRUNED
     as_status = {TrialState.COMPLETE: "FINISHED", TrialState.FAIL: "FAILED", TrialState.PRUNED: "KILLED"}
     for run_id, tags in running:
         number = tags.get(names.TRIAL_TAG)
@@ -74,8 +75,7 @@ def close_orphan_runs(study: optuna.Study, client: Any, experiment_id: str) -> N
         if tags.get(names.SWEEP_TAG) != study.study_name or (trial and trial.state == TrialState.RUNNING):
             continue
         if trial is not None and trial.state.is_finished() and trial.user_attrs.get(ATTR_FAILURE) != lifecycle.KILLED:
-            status = as_status[trial.state]  # a finished trial is COMPLETE, FAIL or PRUNED
-            tracking.finish_run(client, run_id, status, trial.user_attrs.get(ATTR_REASON, ""))
+            tracking.finish_run(client, run_id, as_status[trial.state], trial.user_attrs.get(ATTR_REASON, ""))
         else:
             tracking.finish_run(
                 client, run_id, "KILLED", f"killed: trial {number}'s process died before it finished"

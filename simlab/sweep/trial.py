@@ -19,7 +19,6 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab import names, tracking
-from simlab.names import ATTR_OWNER, ATTR_RUN
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import TrialBackend, limit_threads, load_backend
 from simlab.sweep.queue import TrialQueue, trial_queue
@@ -218,7 +217,7 @@ def _open_run(ctx: TrialContext, trial: optuna.Trial, cell: Cell, config_tags: d
         **config_tags,
     }
     run_id = tracking.child_run(client, ctx.experiment_id, ctx.parent_run_id, f"{trial.number}:{cell.label}", tags)
-    lifecycle.record(trial, {ATTR_RUN: run_id})
+    lifecycle.record(trial, {names.ATTR_RUN: run_id})
     return TrialSink(client, run_id, ctx, trial, lost)
 
 
@@ -228,7 +227,7 @@ def run_trial(
     """Run a claimed trial to an end state: its MLflow run, training, then tell and close."""
     spec = ctx.spec
     backend: TrialBackend = load_backend(ctx.backend)
-    lifecycle.record(trial, {ATTR_OWNER: {**ctx.coordinator, "worker": os.getpid()}})
+    lifecycle.record(trial, {names.ATTR_OWNER: {**ctx.coordinator, "worker": os.getpid()}})
     cell = spec.plan.cell(trial, spec, _suggest(trial, spec))
     cfg, config_tags, build_error = _build(backend, spec, cell)
     t0 = time.perf_counter()
