@@ -88,6 +88,11 @@ class OpenSweep:
         with ctx.queue.lock(ctx.spec.name):
             return reconcile(self.study, ctx.spec, ctx.queue, self.client, ctx.experiment_id, ctx.final)
 
+    def say_resumed(self, echo: Callable[[str], None]) -> None:
+        """Say how many trials of a killed run opening the sweep failed and queued again, if any."""
+        if self.reconciled:
+            echo(f"resume: marked {len(self.reconciled)} trial(s) of a killed run failed and queued their cells again")
+
     def result(self, outcomes: Sequence[TrialOutcome], table: Path | None, start: float,
                workers: int = 1) -> SweepResult:
         """The :class:`SweepResult` of this run's ``outcomes``, played on ``workers`` processes."""
@@ -252,8 +257,7 @@ def run_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )
     todo = sweep.todo()
-    if sweep.reconciled:
-        echo(f"resume: marked {len(sweep.reconciled)} trial(s) of a killed run failed and queued their cells again")
+    sweep.say_resumed(echo)
     echo(
         f"sweep {spec.name!r}: {todo} of {spec.plan.total(spec)} trial(s) to run on {workers} worker(s); "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(sweep.store.tracking_uri)}"

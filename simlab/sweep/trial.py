@@ -164,7 +164,7 @@ class _ClaimedTrial:
         self.sink.figures = False
         with contextlib.suppress(Exception):
             self.sink.close("KILLED", reason)
-        return TrialOutcome(self.trial.number, "LOST", reason=reason, wall_s=time.perf_counter() - self.start)
+        return self.outcome("LOST", reason=reason)
 
     def fail(self, kind: str, reason: str, state: TrialState = TrialState.FAIL, status: str = "FAILED") -> TrialOutcome:
         """Record why (``kind``: diverged, error, pruned), tell Optuna ``state``, end the run ``status``."""

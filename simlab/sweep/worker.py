@@ -43,6 +43,7 @@ def run_worker(
         f"worker {me['host']}:{me['pid']} joined sweep {spec.name!r}: {sweep.todo()} trial(s) queued; "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(sweep.store.tracking_uri)}"
     )
+    sweep.say_resumed(echo)
     prepare_shared(sweep, echo)
     outcomes: list[TrialOutcome] = []
 
