@@ -191,12 +191,13 @@ def open_sweep(
     return OpenSweep(study, study_store, store, client, ctx, reconciled)
 
 
-def prepare_shared(sweep: OpenSweep, echo: Callable[[str], None], workers: int = 1) -> None:
+def prepare_shared(sweep: OpenSweep, todo: int, echo: Callable[[str], None], workers: int = 1) -> None:
     """Build what the trials share (cached base checkpoints, one per seed when seeds vary the base model)
-    on up to ``workers`` processes, before any trial; nothing when no trial is left to run."""
+    on up to ``workers`` processes, before any trial; nothing when no trial is left to run (``todo``, as
+    :meth:`OpenSweep.todo` counted it: the caller has counted already)."""
     trial_backend = load_backend(sweep.ctx.backend)
     spec = sweep.ctx.spec
-    if trial_backend.prepare is None or sweep.todo() == 0:
+    if trial_backend.prepare is None or todo == 0:
         return
     echo("preparing what the trials share (cached base checkpoints) ...")
     points = spec.plan.probes(spec)
@@ -266,7 +267,7 @@ def run_sweep(
     outcomes: list[TrialOutcome] = []
     status, reason = "FINISHED", ""
     try:
-        prepare_shared(sweep, echo, workers)
+        prepare_shared(sweep, todo, echo, workers)
         _run_pool(sweep, workers, todo, progress, outcomes)
     except BaseException as exc:
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"

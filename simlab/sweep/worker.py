@@ -38,13 +38,13 @@ def run_worker(
     sweep = open_sweep(
         spec, storage=storage, tracking_uri=tracking_uri, root=root, backend=backend, heartbeat=heartbeat
     )
-    me = sweep.ctx.coordinator  # this process's owner record
+    me, todo = sweep.ctx.coordinator, sweep.todo()  # this process's owner record; the trials queued
     echo(
-        f"worker {me['host']}:{me['pid']} joined sweep {spec.name!r}: {sweep.todo()} trial(s) queued; "
+        f"worker {me['host']}:{me['pid']} joined sweep {spec.name!r}: {todo} trial(s) queued; "
         f"study in {sweep.study_store.shown}, runs in {stores.shown(sweep.store.tracking_uri)}"
     )
     sweep.say_resumed(echo)
-    prepare_shared(sweep, echo)
+    prepare_shared(sweep, todo, echo)
     outcomes: list[TrialOutcome] = []
 
     def record(outcome: TrialOutcome) -> None:
