@@ -41,8 +41,19 @@ COMPACTION_RATE = "compaction_rate"
 STEPS = "steps"
 SUMMARISED_SUCCESS = "summarised_success"
 SUMMARY_HOLDS_ANSWER = "summary_holds_answer"
+SUMMARY_HOLDS_CUED = "summary_holds_cued"
+"""Share of summaries holding the fact the cue names (a task with a cue; NaN elsewhere)."""
+SUMMARY_HOLDS_UNCUED = "summary_holds_uncued"
+"""Share of summaries holding at least one fact the cue does not name (a task with a cue; NaN elsewhere)."""
+SUMMARY_LENGTH = "summary_length"
+"""Mean tokens a summary leaves in the next segment (a variable-length summary's end token excluded)."""
+QUANTILES = (0.1, 0.5, 0.9)
+"""The quantiles the health summary and the summary lengths report (``q10``, ``q50``, ``q90``)."""
+SUMMARY_LENGTH_QUANTILE = "summary_length_q{q}"
+"""Quantile ``q`` (percent, of :data:`QUANTILES`) of the summaries' lengths."""
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
-           SUMMARY_HOLDS_ANSWER)
+           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH,
+           *(SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in QUANTILES))
 """What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
 """Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
@@ -121,8 +132,11 @@ LAMBDA_MEAN = "lambda/mean"
 LAMBDA_MIN = "lambda/min"
 FIRST_SEGMENT_WEIGHT_MEAN = "first_segment_weight/mean"
 FIRST_SEGMENT_WEIGHT_MIN = "first_segment_weight/min"
-QUANTILES = (0.1, 0.5, 0.9)
-"""The quantiles the health summary reports (``q10``, ``q50``, ``q90``)."""
+STALL = "stall"
+"""1 when, over the last :data:`STALL_WINDOW` training steps, segments per rollout rose while the success
+of compacted rollouts fell (least-squares slopes): the seed's sign of a summariser learning to stall;
+0 otherwise, NaN until the window has filled."""
+STALL_WINDOW = 8
 HEALTH_KEYS = (
     SEG_MEAN, SEG_MAX, HEALTH_COMPACTION_RATE, BASELINE_SHIFT_MEAN, LONGER_LOSS_SHARE, LONGER_TOKEN_SHARE,
     LONGER_RATE, WITHIN_GROUP_SD, WITHIN_GROUP_CORR, LAMBDA_MEAN, LAMBDA_MIN, FIRST_SEGMENT_WEIGHT_MEAN,
@@ -247,7 +261,7 @@ what the seeds vary."""
 # ----------------------------------------------------------------------------------------- checking
 STEP_METRICS = (
     *(metric(p, n) for p in ROLLOUT_PREFIXES for n in ROLLOUT + COST), *LOSS, *PERF, *ADV_ERRORS, BASE_LOSS,
-    *(health(k) for k in HEALTH_KEYS),
+    *(health(k) for k in HEALTH_KEYS), health(STALL),
 )
 """Every metric a step can log by its fixed name; the per-count ``health/segments/count_<k>`` family aside."""
 _STEP_METRIC = re.compile(
@@ -255,7 +269,7 @@ _STEP_METRIC = re.compile(
 )
 
 
-RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER)
+RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED)
 """A metric whose name ends so is a rate in [0, 1], reported in points (x 100) like the papers."""
 
 

@@ -53,7 +53,7 @@ def _get(settings: dict[str, Any], key: str) -> Any:
 def _supo(preset: dict[str, Any]) -> dict[str, Any]:
     """L = 0.95 W, lowered where a small window must still hold v_sum and the summary after L."""
     window = int(_get(preset, "window"))
-    room = (window - 2 - int(_get(preset, "summary_tokens"))) / window
+    room = (window - 2 - int(_get(preset, "summary_budget") or _get(preset, "summary_tokens"))) / window
     return {"trigger": "threshold", "frac": min(0.95, int(room * 100) / 100), "discard": True,
             "summariser": "self", "tail_steps": 0}
 

@@ -52,8 +52,9 @@ MINIBATCH_TOKENS = 1024
 """Token slots per mini-batch by default: on one CPU core, larger mini-batches spill out of its cache
 (``benchmarks/bench_throughput.py``)."""
 
-SUMMARY_LOSSES = ("train", "mask")
-"""``train.summary_loss``: the summary tokens trained with the outcome's advantage, or their loss masked."""
+SUMMARY_LOSSES = ("train", "mask", "separate")
+"""``train.summary_loss``: the summary tokens trained with the outcome's advantage in the one loss, their loss
+masked, or in a loss of their own (FoldAct's separated loss, scaled by ``train.summary_weight``)."""
 SCHEDULE_UNITS = ("rollouts", "rows")
 """``train.schedule_unit``: what the learning-rate schedule's clock counts."""
 
@@ -79,8 +80,12 @@ class TrainConfig(Section):
     overlong_mask: bool = True
     """SUPO: unfinished rollouts get zero loss weight (they still count in advantage statistics)."""
     summary_loss: Annotated[str, Names(lambda: SUMMARY_LOSSES)] = "train"
-    """The summary tokens the policy writes: ``train`` them with the outcome's advantage, or ``mask`` their
-    loss (weight 0, out of every normaliser's denominators; the critic still regresses on them)."""
+    """The summary tokens the policy writes: ``train`` them with the outcome's advantage, ``mask`` their
+    loss (weight 0, out of every normaliser's denominators; the critic still regresses on them), or
+    ``separate``: FoldAct's separated loss, L_act + summary_weight x L_sum, each normalised over its own
+    tokens (``simlab.credit.separated_loss_weights``)."""
+    summary_weight: NonNegative = 1.0
+    """w_sum of ``summary_loss='separate'``: the weight of the summary tokens' own loss, a finite number >= 0."""
     baseline: Annotated[str, Names(lambda: BASELINES)] = "all"
     """Group estimators: which rollouts enter the group's mean and std, ``all`` or ``finished`` (invalid,
     overlong rollouts out of the baseline, NeMo-RL #4078); every rollout still gets an advantage."""
@@ -181,6 +186,9 @@ class TrainConfig(Section):
             raise self.invalid("critic", "algorithm='ppo' needs a critic; choose 'head' or 'separate'")
         if self.baseline != "all" and estimator_family(self.estimator) != "group":
             raise self.invalid("baseline", f"it applies to group estimators, not {self.estimator!r}; choose 'all'")
+        if self.summary_weight != 1.0 and self.summary_loss != "separate":
+            raise self.invalid("summary_weight", f"summary_loss={self.summary_loss!r} has no summary loss of its own "
+                               "to weigh; choose 1.0 or set train.summary_loss='separate'")
         if self.cost_coef > 0 and COSTS.canonical(self.cost) == "none":
             raise self.invalid("cost_coef", "cost='none' has nothing to scale; choose 0 or set train.cost")
         if self.frac_spread > 0 and self.threshold_draw == "fixed":

@@ -104,6 +104,11 @@ class KeyRecallConfig(TaskConfig):
     """Facts appear in the first ``fact_frac`` of the horizon, so the asked one has left the window."""
     zipf: Annotated[Real, Field(ge=0, le=10)] = 1.2
     """Query prior: key of rank r (0 = lowest id) is asked with weight (r+1)^-zipf among the facts shown."""
+    cue_reliability: Unit | None = None
+    """A cue in the prompt names one of the facts: the asked one with probability rho, else a fact drawn
+    uniformly (the asked one included), so P(cue = asked) = rho + (1 - rho) / num_facts; rho = 0 is an
+    uninformative cue, the control. With a cue the facts' values are distinct. ``None``: no cue (the prompt
+    and every draw as before)."""
 
     def min_content(self) -> int:
         """Two content tokens per fact (a key and its value), for at least two facts."""

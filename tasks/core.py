@@ -139,6 +139,11 @@ class Instances:
     """(n, H) the steps whose observation an armed burst replaces (after ``arm_step``, before the query)."""
     burst_obs: IntArray | None = None
     """(n, H, O) the observation of a burst step: what a long tool output looks like."""
+    facts: IntArray | None = None
+    """(n, F) the value token of each fact the episode states (KeyRecall), for summary metrics; ``None``:
+    the task states no facts."""
+    cued: IntArray | None = None
+    """(n,) the index into ``facts`` of the fact the prompt's cue names; -1: no cue."""
 
 
 @dataclass(frozen=True)
@@ -253,12 +258,13 @@ class Layout:
     def instances(self, *, prompt: IntArray, obs: IntArray, expected: IntArray, answer: IntArray,
                   target: IntArray, alt_obs: IntArray | None = None, alt_action: IntArray | None = None,
                   arm_step: IntArray | None = None, burst: BoolArray | None = None,
-                  burst_obs: IntArray | None = None) -> Instances:
+                  burst_obs: IntArray | None = None, facts: IntArray | None = None,
+                  cued: IntArray | None = None) -> Instances:
         """Complete a task's episode arrays with this layout's horizon, hardness and slips."""
         return Instances(prompt=pad_row(prompt, obs.shape[2]), obs=obs, expected=expected, answer=answer,
                          horizon=self.horizon, hard=self.hard, target=target, slip=self.slip,
                          slip_action=self.slip_action, alt_obs=alt_obs, alt_action=alt_action,
-                         arm_step=arm_step, burst=burst, burst_obs=burst_obs)
+                         arm_step=arm_step, burst=burst, burst_obs=burst_obs, facts=facts, cued=cued)
 
 
 def max_step_tokens(cfg: TaskConfig) -> int:

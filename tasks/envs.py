@@ -21,7 +21,7 @@ KEY_RECALL = TaskSpec(
     solver_cls=keyrecall.KeyRecallSolver,
     act_tokens=lambda cfg: np.array([vocab.NEXT]),
     answer_tokens=lambda cfg: np.arange(*keyrecall.value_tokens(cfg)),
-    prompt_len=lambda cfg: len(keyrecall.prompt_tokens(cfg)),
+    prompt_len=keyrecall.prompt_len,
 )
 
 POINTER_CHASE = TaskSpec(

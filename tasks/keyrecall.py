@@ -24,13 +24,22 @@ def value_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
 
 
 def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
-    """The prompt: ``TASK`` and the number of facts (as a content token)."""
+    """The prompt: ``TASK`` and the number of facts (as a content token); with a cue, the cued key follows."""
     return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
 
 
+def prompt_len(cfg: KeyRecallConfig) -> int:
+    """Tokens of the prompt: :func:`prompt_tokens` and, with a cue, the cued key."""
+    return len(prompt_tokens(cfg)) + (cfg.cue_reliability is not None)
+
+
+CUE_AT = 3
+"""Where the cued key stands in a working context: after ``BOS``, ``TASK`` and the fact count."""
+
+
 def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = None) -> core.Instances:
-    """Lay out one KeyRecall episode per key (streams 10-14; 0-5 are the common layout); nothing is
-    drawn per rollout (``rollouts`` is unused)."""
+    """Lay out one KeyRecall episode per key (streams 10-14, and 15-17 with a cue; 0-5 are the common
+    layout); nothing is drawn per rollout (``rollouts`` is unused)."""
     n, h, f = keys.size, cfg.horizon[1], cfg.num_facts
     prompt = prompt_tokens(cfg)
     lay = core.draw_layout(keys, cfg, len(prompt))
@@ -44,7 +53,10 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     order[np.arange(h)[None, :] >= limit[:, None]] = 2.0
     fact_step = np.argsort(order, axis=1, kind="stable")[:, :f]
     fact_rank = np.argsort(core.uniform(keys, 11, (k1 - k0,)), axis=1, kind="stable")[:, :f]
-    fact_value = core.randint(keys, 12, (f,), 0, v1 - v0)
+    if cfg.cue_reliability is None:
+        fact_value = core.randint(keys, 12, (f,), 0, v1 - v0)
+    else:  # distinct values: a summary holding a value holds that fact
+        fact_value = np.argsort(core.uniform(keys, 15, (v1 - v0,)), axis=1, kind="stable")[:, :f]
 
     # the query prefers low-ranked (hot) keys: a summariser has something to learn about what to keep
     weight = (fact_rank + 1.0) ** -cfg.zipf
@@ -68,12 +80,20 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     obs[rows, last, qlen - 2] = target
     obs[rows, last, qlen - 1] = vocab.QUERY
 
+    prompts = np.tile(np.asarray(prompt, dtype=np.int64), (n, 1))
+    cued = np.full(n, -1, dtype=np.int64)
+    if cfg.cue_reliability is not None:
+        told = core.uniform(keys, 16, ()) < cfg.cue_reliability
+        cued = np.where(told, q, core.randint(keys, 17, (), 0, f))
+        prompts = np.column_stack([prompts, k0 + fact_rank[rows, cued]])
     return lay.instances(
-        prompt=np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)),
+        prompt=prompts,
         obs=obs,
         expected=np.full((n, h), core.ANY_ACTION, dtype=np.int64),
         answer=v0 + fact_value[rows, q],
         target=target,
+        facts=v0 + fact_value,
+        cued=cued,
     )
 
 
@@ -116,12 +136,20 @@ class KeyRecallSolver(FactSolver):
 
     Summaries are ``m // 2`` (key, value) pairs, PAD-filled. ``relevant`` keeps the hottest keys (the
     task's query prior), ``recency`` the most recently seen facts (the systematic flaw), ``oracle``
-    keeps the fact that will be asked first, if it has been seen.
+    keeps the fact that will be asked first, if it has been seen, ``cued`` the fact the prompt's cue
+    names (the ceiling of learning relevance from the cue) and ``random`` facts in a random order (its
+    floor).
     """
+
+    MODES = ("relevant", "recency", "oracle", "cued", "random")
 
     def __init__(self, cfg: KeyRecallConfig) -> None:
         super().__init__(key_tokens(cfg), value_tokens(cfg))
         self.cfg = cfg
+
+    def cued_key(self, ctx: IntArray) -> int | None:
+        """The key the prompt's cue names (the prompt opens every working context), or None without a cue."""
+        return None if self.cfg.cue_reliability is None else int(ctx[CUE_AT])
 
     def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
         """``NEXT``: actions before the query change nothing."""
@@ -132,11 +160,14 @@ class KeyRecallSolver(FactSolver):
         known = self.facts(ctx)
         if mode == "recency":
             chosen = list(known)[::-1]
+        elif mode == "random":
+            chosen = [int(k) for k in rng.permutation(sorted(known))]
         else:
             chosen = sorted(known)
-            if mode == "oracle" and target in known:
-                chosen.remove(target)
-                chosen.insert(0, target)
+            first = self.cued_key(ctx) if mode == "cued" else target if mode == "oracle" else None
+            if first in known:
+                chosen.remove(first)
+                chosen.insert(0, first)
         out = np.full(m, vocab.PAD, dtype=np.int64)
         for i, k in enumerate(chosen[: m // 2]):
             out[2 * i : 2 * i + 2] = (k, known[k])

@@ -193,6 +193,26 @@ PRESETS: dict[str, Preset] = {
                base=dict(steps=300, episodes=64, lr=1e-3),
                # copying the second pair is slow to learn from reward: lr 1e-3 for 80 steps (+11.5 points)
                train=dict(lr=1e-3, prompts=32, steps=80)),
+        Preset("keyrecall-cue", _KR,
+               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
+                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0),
+               # one compaction after the three facts, a one-pair summary: which fact to keep is the choice
+               dict(window=48, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
+               "three facts, a cue in the prompt names the one asked (task.cue_reliability), a one-pair summary",
+               policy=dict(n_layer=2, n_head=4, d_model=64),
+               # the teacher keeps a random fact: a base model that writes pairs but has no view on which
+               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
+               train=dict(lr=1e-3, prompts=32, steps=80)),
+        Preset("keyrecall-cue-budget", _KR,
+               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
+                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0),
+               # variable-length summaries of up to 7 tokens: room for all three pairs and the end token,
+               # so the length is the policy's choice (the teacher keeps every fact it has seen)
+               dict(window=48, frac=0.8, summary_budget=7, tail_steps=1, max_compactions=6, max_steps=16),
+               "keyrecall-cue with variable-length summaries (budget 7): how long a summary is, RL decides",
+               policy=dict(n_layer=2, n_head=4, d_model=64),
+               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
+               train=dict(lr=1e-3, prompts=32, steps=80)),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
                dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),

@@ -10,6 +10,10 @@ from typing import Final
 
 PAD: Final = 0
 """Padding. Observations are right-padded with it; the harness strips it."""
+END_SUMMARY: Final = PAD
+"""Ends a variable-length summary (``harness.summary_budget``): the summariser's last token, scored like
+the others; the next segment holds the summary without it. A fixed-length summary may contain it as
+filler."""
 BOS: Final = 1
 """Start of every working context (the harness writes it before the task prompt)."""
 ACT: Final = 2

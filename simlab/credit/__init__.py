@@ -18,7 +18,14 @@ from simlab.credit.estimators import (
     whiten,
 )
 from simlab.credit.lambdas import LAMBDA_READINGS, segment_lambdas
-from simlab.credit.normalisers import NORMALISERS, ROW_WEIGHTS, counted_tokens, loss_weights, row_weights
+from simlab.credit.normalisers import (
+    NORMALISERS,
+    ROW_WEIGHTS,
+    counted_tokens,
+    loss_weights,
+    row_weights,
+    separated_loss_weights,
+)
 from simlab.credit.shaping import COSTS, shaped_rewards, with_cost
 from simlab.segments import SegmentBatch
 
@@ -40,6 +47,7 @@ __all__ = [
     "loss_weights",
     "row_weights",
     "segment_lambdas",
+    "separated_loss_weights",
     "shaped_rewards",
     "value_targets",
     "whiten",

@@ -150,6 +150,24 @@ def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) ->
     return out
 
 
+def stall(segments: FloatArray, success: FloatArray, *, window: int = names.STALL_WINDOW) -> float:
+    """The stall signal over the last ``window`` training steps (seed, "Failure modes": a summariser that
+    learns to stall): 1.0 when the least-squares slope of segments per rollout is > 0 while that of the
+    compacted rollouts' success is < 0, else 0.0; NaN with fewer than ``window`` steps or a NaN success
+    (no rollout compacted) in the window.
+
+    Args:
+        segments: (steps,) mean segments per rollout of each training step, in order.
+        success: (steps,) success of the compacted rollouts of each step, in order.
+        window: the trailing steps the slopes are fitted over.
+    """
+    k, s = np.asarray(segments, dtype=np.float64)[-window:], np.asarray(success, dtype=np.float64)[-window:]
+    if k.size < window or not np.isfinite(s).all():
+        return float("nan")
+    x = np.arange(window, dtype=np.float64)
+    return float(np.polyfit(x, k, 1)[0] > 0 and np.polyfit(x, s, 1)[0] < 0)
+
+
 @dataclass(frozen=True)
 class HealthOptions:
     """What the summary needs to know about the training recipe."""

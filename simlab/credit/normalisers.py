@@ -195,3 +195,22 @@ def loss_weights(batch: SegmentBatch, name: str, *, token_mask: BoolArray | None
     """
     grid = batch.broadcast(row_weights(batch, name, token_mask=token_mask, **options))
     return grid if token_mask is None else np.where(token_mask, grid, 0.0)
+
+
+def separated_loss_weights(
+    batch: SegmentBatch, name: str, *, summary: BoolArray, summary_weight: float, **options: Any
+) -> FloatArray:
+    """(S, max_tokens) FoldAct's separated loss (Shao et al. 2025, arXiv 2512.22733, "separated loss
+    computation"): the action tokens and the summary tokens each normalised over their own tokens, the
+    summary part scaled by w_sum, so summaries keep a gradient of their own however few their tokens:
+
+        L = L_act + w_sum * L_sum,   L_x = sum_{t in x} w^x_t * loss_t   (w^x: :func:`loss_weights` on x alone)
+
+    ``summary``: (S, max_tokens) True on summary tokens. A batch with no counted summary token has L_sum = 0.
+    """
+    summary = check_token_mask(batch, summary)
+    weights = loss_weights(batch, name, token_mask=batch.token_mask & ~summary, **options)
+    if summary_weight and counted_tokens(batch, overlong_mask=options.get("overlong_mask", False),
+                                         token_mask=summary).any():
+        weights = weights + summary_weight * loss_weights(batch, name, token_mask=summary, **options)
+    return weights

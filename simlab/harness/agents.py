@@ -1,4 +1,6 @@
-"""Reference agents, registered by name: ``oracle`` (the ceiling), ``scripted`` (quality q), ``random``.
+"""Reference agents, registered by name: ``oracle`` (the ceiling), ``scripted`` (quality q), ``random``,
+and on a task with a cue ``cued`` (keeps the fact the cue names) and ``any_fact`` (keeps facts in a random
+order): the ceiling and the floor of learning relevance from the cue.
 
 Each is built by a factory ``(env, *, seed, quality) -> Agent``. ``oracle`` and ``scripted`` play
 through the task's solver (``env.solver``, which every simlab task has), so they act and answer from
@@ -49,9 +51,14 @@ class SolverAgent:
         quality: float = 1.0,
         oracle: bool = False,
         compact_frac: float = 0.8,
+        mode: str | None = None,
     ) -> None:
-        self.name = "oracle" if oracle else "scripted"
+        self.name = mode or ("oracle" if oracle else "scripted")
         self.solver = find_solver(env, self.name)
+        if mode is not None and mode not in getattr(self.solver, "MODES", ()):
+            raise ConfigError(f"agent {self.name!r} needs a task whose solver summarises by {mode!r} (KeyRecall); "
+                              f"this task's solver has modes {getattr(self.solver, 'MODES', ())}")
+        self.mode = mode
         self.rng = np.random.default_rng(seed)
         self.quality = float(quality)
         self.oracle = oracle
@@ -59,6 +66,8 @@ class SolverAgent:
         """Under the ``policy`` trigger, emit COMPACT once the context reaches this share of W."""
 
     def _mode(self) -> str:
+        if self.mode is not None:
+            return self.mode
         if self.oracle:
             return "oracle"
         return "relevant" if self.rng.random() < self.quality else "recency"
@@ -169,6 +178,8 @@ def _random(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
 AGENTS.add("oracle", _oracle)
 AGENTS.add("scripted", _scripted)
 AGENTS.add("random", _random)
+AGENTS.add("cued", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, mode="cued"))
+AGENTS.add("any_fact", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, mode="random"))
 
 
 def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:

@@ -4,8 +4,11 @@ writing their summaries, and opening each next segment from the prompt, the summ
 
 from __future__ import annotations
 
+import numpy as np
+
+from simlab.arrays import IntArray
 from simlab.harness.protocol import ACTION_TURN, Phase
-from simlab.harness.state import LoopState, WrittenSummary, answer_tokens
+from simlab.harness.state import LoopState, RolloutState, WrittenSummary, answer_tokens, fact_tokens
 from simlab.tasks import vocab
 
 
@@ -27,7 +30,7 @@ def _before_summary(loop: LoopState, ids: list[int], discard: bool) -> tuple[dic
     env and the envs to summarise (those whose summary fits the window; the others end)."""
     cfg, rolls = loop.cfg, loop.rolls
     summary = loop.trig.kind == "summary"
-    room = cfg.window - len(cfg.v_sum_tokens) - cfg.summary_tokens
+    room = cfg.window - len(cfg.v_sum_tokens) - cfg.summary_room
     held: dict[int, list[int]] = {}
     summarise: list[int] = []
     for i in ids:
@@ -48,23 +51,49 @@ def _before_summary(loop: LoopState, ids: list[int], discard: bool) -> tuple[dic
 
 
 def _summarise(loop: LoopState, ids: list[int]) -> dict[int, WrittenSummary]:
-    """One SUMMARY request (``v_sum`` then m tokens) for the envs ``ids``; counts each summary that
-    holds the episode's answer. Log-probs and values are kept only when the actor wrote them."""
+    """One SUMMARY request (``v_sum`` then up to ``summary_room`` tokens) for the envs ``ids``; records what
+    each summary holds. Log-probs and values are kept only when the actor wrote them."""
     if not ids or loop.writer is None:
         return {}
-    v_sum = list(loop.cfg.v_sum_tokens)
-    toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids],
-                              loop.cfg.summary_tokens, loop.masks["summary"], loop.writer, "summariser")
+    cfg = loop.cfg
+    stop = None if cfg.summary_budget is None else vocab.END_SUMMARY
+    v_sum = list(cfg.v_sum_tokens)
+    toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids], cfg.summary_room,
+                              loop.masks["summary"], loop.writer, "summariser", stop_token=stop)
     answers = answer_tokens(loop.env)
+    facts, cued = fact_tokens(loop.env)
     own = loop.writer_is_actor
     out: dict[int, WrittenSummary] = {}
     for r, i in enumerate(ids):
-        ro = loop.rolls[i]
-        ro.summaries += 1
-        ro.summaries_with_answer += int(answers is not None and bool((toks[r] == answers[i]).any()))
-        out[i] = WrittenSummary(toks[r].tolist(), lp[r] if (own and lp is not None) else None,
-                          vals[r] if (own and vals is not None) else None)
+        written, kept = summary_extent(toks[r], stop)
+        content = toks[r, :kept]
+        _record(loop.rolls[i], content, None if answers is None else answers[i],
+                None if facts is None else facts[i], -1 if cued is None else int(cued[i]))
+        out[i] = WrittenSummary(toks[r, :written].tolist(), lp[r, :written] if (own and lp is not None) else None,
+                                vals[r, :written] if (own and vals is not None) else None, kept)
     return out
+
+
+def summary_extent(tokens: IntArray, stop: int | None) -> tuple[int, int]:
+    """(tokens written, tokens kept) of one generated summary: a fixed-length one keeps all; a variable one
+    ends at its first ``stop`` token, which counts as written (the writer chose it) but is not kept."""
+    if stop is None:
+        return tokens.size, tokens.size
+    ends = np.flatnonzero(tokens == stop)
+    return (int(ends[0]) + 1, int(ends[0])) if ends.size else (tokens.size, tokens.size)
+
+
+def _record(ro: RolloutState, content: IntArray, answer: int | None, facts: IntArray | None, cued: int) -> None:
+    """Count one summary and what it holds: its length, the asked answer, the cued fact, any other fact."""
+    ro.summaries += 1
+    ro.summary_lengths.append(int(content.size))
+    ro.summaries_with_answer += int(answer is not None and bool((content == answer).any()))
+    if facts is None or cued < 0:
+        return
+    held = np.isin(facts, content)
+    ro.cued_summaries += 1
+    ro.summaries_with_cued += int(held[cued])
+    ro.summaries_with_uncued += int(np.delete(held, cued).any())
 
 
 def _next_segment(
@@ -85,7 +114,7 @@ def _next_segment(
             ro.append(list(cfg.v_sum_tokens))
             ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
             ro.ctx_lengths.append(len(ro.ctx))
-            head = [*head, vocab.SUMMARY, *summary.tokens]
+            head = [*head, vocab.SUMMARY, *summary.tokens[: summary.kept]]
         tail = len(steps) - cfg.tail_steps if cfg.tail_steps else len(steps)
         # the newest k steps, and with keep_query the one that brought the question (it stays, like a prompt)
         keep = [st for j, st in enumerate(steps) if j >= tail or (cfg.keep_query and vocab.QUERY in st)]

@@ -98,7 +98,11 @@ class HarnessConfig(Section):
     when the discard rule cuts it (or it is summarised) and k = 0, and the answer turn sees no question
     (docs/tasks-and-harness.md, "When the discard rule takes the question away")."""
     summary_tokens: Annotated[int, Field(ge=0, le=TOKENS_MAX)] = 8
-    """m: tokens the summariser writes."""
+    """m: tokens the summariser writes, every time (ignored when ``summary_budget`` is set)."""
+    summary_budget: Annotated[int, Field(ge=1, le=TOKENS_MAX)] | None = None
+    """Variable-length summaries: the summariser writes until it emits the end-of-summary token
+    (``vocab.END_SUMMARY``) or has written this many tokens, the end token included, whichever comes
+    first; the next segment holds what came before the end token. ``None``: fixed length ``summary_tokens``."""
     max_compactions: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 4
     """S: compactions allowed per rollout; needing one more ends the rollout as overlong."""
     max_steps: Annotated[int, Field(ge=1, le=STEPS_MAX)] = 64
@@ -122,6 +126,8 @@ class HarnessConfig(Section):
         """``t_comp`` has to fit the window when the budget trigger reads it."""
         if _triggers().canonical(self.trigger) == "budget" and self.t_comp > self.window - 1:
             raise self.invalid("t_comp", int_text(1, self.window - 1))
+        if self.summary_budget is not None and self.summary_budget > self.window - 1:
+            raise self.invalid("summary_budget", int_text(1, self.window - 1))
         if self.summariser_loss and self.summariser in ("self", "none"):
             raise self.invalid("summariser_loss", "choose 0 unless harness.summariser is a separate summariser "
                                f"(a reference agent or 'frozen'; it is {self.summariser!r})")
@@ -130,6 +136,11 @@ class HarnessConfig(Section):
     def threshold(self) -> int:
         """L in tokens."""
         return threshold(self.window, self.frac)
+
+    @property
+    def summary_room(self) -> int:
+        """The most tokens one summary request generates: the budget, or the fixed m."""
+        return self.summary_tokens if self.summary_budget is None else self.summary_budget
 
     @property
     def v_sum_tokens(self) -> tuple[int, ...]:
@@ -144,10 +155,10 @@ class HarnessConfig(Section):
 
     def check_fits(self, prompt_tokens: int, step_tokens: int) -> None:
         """The window (and L, for length triggers) must hold the prompt, a summary and one step."""
-        need = 1 + prompt_tokens + 1 + self.summary_tokens + step_tokens
+        need = 1 + prompt_tokens + 1 + self.summary_room + step_tokens
         if self.window < need:
             raise self.invalid(
-                "window", f"it cannot hold the prompt ({1 + prompt_tokens}), a summary ({1 + self.summary_tokens}) "
+                "window", f"it cannot hold the prompt ({1 + prompt_tokens}), a summary ({1 + self.summary_room}) "
                 f"and one step ({step_tokens}); choose an integer >= {need}"
             )
         trig = _triggers().get(self.trigger)
@@ -158,12 +169,12 @@ class HarnessConfig(Section):
                 key, f"the trigger limit {limit} tokens cannot hold the prompt, a summary and one step "
                 f"({need} tokens); raise it so the limit is >= {need}"
             )
-        room = limit + len(self.v_sum_tokens) + self.summary_tokens
+        room = limit + len(self.v_sum_tokens) + self.summary_room
         if trig.kind == "summary" and trig.length_based and room > self.window:
             raise self.invalid(
                 key, f"the trigger limit {limit} + v_sum ({len(self.v_sum_tokens)}) + summary "
-                f"({self.summary_tokens}) exceeds the window {self.window}, so no summary could be written; "
-                f"lower it so the limit is <= {self.window - len(self.v_sum_tokens) - self.summary_tokens}"
+                f"({self.summary_room}) exceeds the window {self.window}, so no summary could be written; "
+                f"lower it so the limit is <= {self.window - len(self.v_sum_tokens) - self.summary_room}"
             )
 
 

@@ -56,6 +56,10 @@ class Request:
     rebuilds its cache when the id changes and otherwise keeps the longest common prefix."""
     env: Any = None
     """The vector env, for privileged agents only (the oracle reads hidden state from it)."""
+    stop_token: int | None = None
+    """A variable-length request (``harness.summary_budget``): a row that emits this token has ended, and
+    the harness reads nothing after it. An agent may stop generating once every row has ended (it fills
+    the rest with the token); ``None``: every one of the ``num_tokens`` counts."""
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,15 @@ class RolloutRecord:
     summaries_with_answer: int = 0
     """Of those, how many contain the episode's answer token: a ground-truth check of summary quality
     for tasks whose answer is a stated token (KeyRecall, PeekRead); 0 for envs without instances."""
+    cued_summaries: int = 0
+    """Of those, how many were written in an episode with a cue (KeyRecall with ``cue_reliability``)."""
+    summaries_with_cued: int = 0
+    """Of those, how many hold the value of the fact the cue names."""
+    summaries_with_uncued: int = 0
+    """Of those, how many hold the value of at least one fact the cue does not name."""
+    summary_lengths: tuple[int, ...] = ()
+    """Tokens each summary left in the next segment, in order (a variable-length summary's end token
+    excluded)."""
 
 
 @dataclass(frozen=True)

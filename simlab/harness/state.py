@@ -31,6 +31,7 @@ class RolloutState:
         "compactions",
         "ctx",
         "ctx_lengths",
+        "cued_summaries",
         "finished",
         "logp",
         "opt",
@@ -46,6 +47,9 @@ class RolloutState:
         "steps",
         "summaries",
         "summaries_with_answer",
+        "summaries_with_cued",
+        "summaries_with_uncued",
+        "summary_lengths",
         "values",
     )
 
@@ -73,6 +77,10 @@ class RolloutState:
         self.appended = 0
         self.summaries = 0
         self.summaries_with_answer = 0
+        self.cued_summaries = 0
+        self.summaries_with_cued = 0
+        self.summaries_with_uncued = 0
+        self.summary_lengths: list[int] = []
         self.start_segment(prompt)
 
     def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:
@@ -151,6 +159,16 @@ def answer_tokens(env: Any) -> IntArray | None:
     return None if inst is None else np.asarray(inst.answer)
 
 
+def fact_tokens(env: Any) -> tuple[IntArray | None, IntArray | None]:
+    """Each env's fact value tokens (n, F) and the index of its cued fact (n,; -1: none), for tasks whose
+    instances state facts (KeyRecall); ``(None, None)`` elsewhere. Read while a summary is written."""
+    inst = getattr(env, "instances", None)
+    facts = getattr(inst, "facts", None)
+    if facts is None:
+        return None, None
+    return np.asarray(facts), np.asarray(inst.cued)  # type: ignore[union-attr]
+
+
 def strip_pad(obs: IntArray) -> list[int]:
     """An observation without its PAD tokens."""
     out: list[int] = obs[obs != vocab.PAD].tolist()
@@ -170,8 +188,12 @@ class WrittenSummary:
     """A summary the writer produced for one env; log-probs and values only when the actor wrote it."""
 
     tokens: list[int]
+    """Every token the writer generated for it (a variable-length summary's end token included)."""
     logprobs: FloatArray | None
     values: FloatArray | None
+    kept: int
+    """How many of ``tokens`` the next segment holds: all of a fixed-length summary, those before the
+    end token of a variable-length one."""
 
 
 @dataclass(eq=False)
@@ -221,7 +243,7 @@ class LoopState:
 
     def ask(
         self, phase: Phase, ids: list[int], contexts: list[list[int]], num: int, allowed: BoolArray, agent: Agent,
-        name: str,
+        name: str, stop_token: int | None = None,
     ) -> tuple[IntArray, FloatArray | None, FloatArray | None]:
         """One batched request to ``agent`` for the envs ``ids``: (n, num) tokens, log-probs, values."""
         req = Request(
@@ -233,6 +255,7 @@ class LoopState:
             segment_ids=np.asarray([self.rolls[i].segment_id for i in ids], dtype=np.int64),
             window=self.cfg.window,
             env=self.env,
+            stop_token=stop_token,
         )
         t0 = time.perf_counter()
         gen = agent.generate(req)

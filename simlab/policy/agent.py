@@ -108,22 +108,27 @@ class PolicyAgent:
         held_keys = sum(c.size for c in contexts)
         columns: list[Tensor] = []  # per token: (n, 3) token id, log-prob, value, all on the device
         finite: list[Tensor] = []
+        stop = _Stop(request.stop_token, n, allowed)
         for j in range(k):
             logits = self._checked(self.decoder.logits[idx], finite)  # (n, V)
-            tok, lp = draw(logits, allowed, temperature=self.temperature, generator=self.generator,
+            tok, lp = draw(logits, stop.allowed(allowed), temperature=self.temperature, generator=self.generator,
                            greedy=self.greedy)
             value = self.decoder.values[idx] if self.policy.value is not None else torch.zeros_like(lp)
             columns.append(torch.stack([tok.double(), lp.double(), value.double()], dim=-1))
             self.decoder.append_sampled(rows, tok)
             self.prefilled_tokens += n
             self.attended_keys += held_keys + n * (j + 1)  # row i's token attends to its context + j + 1
-        out = torch.stack(columns, dim=1).cpu().numpy()  # (n, k, 3): the request's one read-back
+            if stop.every_row_ended(tok):
+                break
+        out = torch.stack(columns, dim=1).cpu().numpy()  # (n, k', 3): the request's one read-back
         if finite and not bool(torch.stack(finite).all()):
             raise TrainingDiverged(NON_FINITE)
         self.model_seconds += time.perf_counter() - start
         tokens = out[..., 0].astype(np.int64)
         for i, r in enumerate(rows.tolist()):
             self.held[r] = np.concatenate([contexts[i], tokens[i]])
+        out = stop.fill(out, k)
+        tokens = out[..., 0].astype(np.int64)
         return Generation(tokens=tokens, logprobs=out[..., 1],
                           values=out[..., 2] if self.policy.value is not None else None)
 
@@ -138,3 +143,34 @@ class PolicyAgent:
             return logits
         flags.append(ok)
         return torch.nan_to_num(logits, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+class _Stop:
+    """A variable-length request's end token (``Request.stop_token``): once a row has emitted it, the row
+    may only repeat it (log-prob 0), and decoding ends when every row has; ``None`` changes nothing."""
+
+    def __init__(self, token: int | None, n: int, allowed: Tensor) -> None:
+        self.token = token
+        self.ended = torch.zeros(n, dtype=torch.bool, device=allowed.device)
+        self.only = torch.zeros_like(allowed[:1])  # (1, V)
+        if token is not None:
+            self.only[0, token] = True
+
+    def allowed(self, allowed: Tensor) -> Tensor:
+        """(n, V) each row's mask: the phase's, or only the end token once the row has ended."""
+        return allowed if self.token is None else torch.where(self.ended[:, None], self.only, allowed)
+
+    def every_row_ended(self, tokens: Tensor) -> bool:
+        """Note the rows that emitted the end token; True once all have (one read-back per token)."""
+        if self.token is None:
+            return False
+        self.ended |= tokens == self.token
+        return bool(self.ended.all())
+
+    def fill(self, out: np.ndarray, k: int) -> np.ndarray:
+        """(n, k, 3): ``out`` (n, k' <= k, 3) with the columns decoding skipped as the end token, log-prob 0."""
+        if out.shape[1] == k:
+            return out
+        rest = np.zeros((out.shape[0], k - out.shape[1], 3))
+        rest[..., 0] = self.token
+        return np.concatenate([out, rest], axis=1)

@@ -105,6 +105,8 @@ class Trainer:
         # (random draws or none) never changes what the policy plays
         self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
         self.gen = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, 1]).integers(2**62)))
+        self.trend: list[tuple[float, float]] = []
+        """Per training step: segments per rollout and the compacted rollouts' success (the stall signal)."""
 
     # ------------------------------------------------------------------ one step
     def prompt_seed(self, step: int, *, pretrain: bool = False) -> int:
@@ -166,9 +168,14 @@ class Trainer:
         adv = est.advantages
         if t.whiten:
             adv = credit.whiten(adv, batch.token_mask)
-        token_mask = not_summary(batch, tb) if t.summary_loss == "mask" else None
-        weights = credit.loss_weights(batch, t.normaliser, overlong_mask=t.overlong_mask, row_weight=t.row_weight,
-                                      token_mask=token_mask)
+        options = {"overlong_mask": t.overlong_mask, "row_weight": t.row_weight}
+        if t.summary_loss == "separate":
+            summary = batch.token_mask & ~not_summary(batch, tb)
+            weights = credit.separated_loss_weights(batch, t.normaliser, summary=summary,
+                                                    summary_weight=t.summary_weight, **options)
+        else:
+            token_mask = not_summary(batch, tb) if t.summary_loss == "mask" else None
+            weights = credit.loss_weights(batch, t.normaliser, token_mask=token_mask, **options)
         grids = {"advantages": to_token_grid(adv, batch, tb), "weights": to_token_grid(weights, batch, tb)}
         if est.value_targets is not None:
             grids["targets"] = to_token_grid(est.value_targets, batch, tb)
@@ -264,6 +271,10 @@ class Trainer:
         t_update = time.perf_counter() - t1
         metrics.update(rollout_metrics(rb, names.TRAIN))
         metrics.update(self.health(batch, adv))
+        if policy_update:
+            self.trend.append((metrics[names.metric(names.TRAIN, names.SEGMENTS_MEAN)],
+                               metrics[names.TRAIN_SUMMARISED_SUCCESS]))
+            metrics[names.health(names.STALL)] = credit.health.stall(*np.asarray(self.trend).T)
         optimised = int(batch.seg_tokens.sum())
         update_tokens = int(tb.tokens.ne(0).sum()) * self.update_passes(policy_update, "targets" in grids)
         metrics.update({
