@@ -43,7 +43,7 @@ from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS, BaseConfig, Ev
 from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, set_path
 from simlab.schema import flatten as flatten_paths
 from simlab.tasks.config import TaskConfig
-from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
+from simlab.tasks.presets import BASE_LATER_FIELDS, PRESET_NAMES, PRESETS, get_preset, hashed_fields
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
@@ -106,6 +106,8 @@ class RunConfig(Section):
         """Harness settings of the base model's demonstrations (see ``trainer.base_harness``)."""
         geometry = ("window", "summary_tokens", "max_compactions", "max_steps", "v_sum")
         settings = {**get_preset(self.preset).harness, **{k: getattr(self.harness, k) for k in geometry}}
+        if self.harness.summary_budget is not None:  # absent when unset: older base models keep their keys
+            settings["summary_budget"] = self.harness.summary_budget
         settings["summariser"] = "self"
         if self.base.compact_demos:
             settings["trigger"] = "policy"
@@ -138,7 +140,8 @@ class RunConfig(Section):
         base = {**{k: v for k, v in plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
         if base["teach"] == "task":
             del base["teach"]  # the default leaves the keys of base models built before the setting unchanged
-        payload = {"env": self.env_id, "task": plain(self.base_task()), "harness": self.base_harness_settings(),
+        task = hashed_fields(self.base_task(), BASE_LATER_FIELDS)
+        payload = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
         blob = json.dumps(payload, sort_keys=True, default=str)

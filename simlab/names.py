@@ -134,9 +134,13 @@ FIRST_SEGMENT_WEIGHT_MEAN = "first_segment_weight/mean"
 FIRST_SEGMENT_WEIGHT_MIN = "first_segment_weight/min"
 STALL = "stall"
 """1 when, over the last :data:`STALL_WINDOW` training steps, segments per rollout rose while the success
-of compacted rollouts fell (least-squares slopes): the seed's sign of a summariser learning to stall;
-0 otherwise, NaN until the window has filled."""
+of compacted rollouts fell (least-squares lines, by :data:`STALL_RISE` and :data:`STALL_FALL`): the seed's
+sign of a summariser learning to stall; 0 otherwise, NaN until the window has filled."""
 STALL_WINDOW = 8
+STALL_RISE = 0.1
+"""Segments per rollout the stall signal's fitted line must rise by across its window."""
+STALL_FALL = 0.05
+"""Success of compacted rollouts (a rate) the stall signal's fitted line must fall by across its window."""
 HEALTH_KEYS = (
     SEG_MEAN, SEG_MAX, HEALTH_COMPACTION_RATE, BASELINE_SHIFT_MEAN, LONGER_LOSS_SHARE, LONGER_TOKEN_SHARE,
     LONGER_RATE, WITHIN_GROUP_SD, WITHIN_GROUP_CORR, LAMBDA_MEAN, LAMBDA_MIN, FIRST_SEGMENT_WEIGHT_MEAN,

@@ -16,9 +16,18 @@ from simlab.rules import Names, check_value
 from simlab.schema import plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
-LATER_FIELDS: dict[str, Any] = {"reread": False}
+LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None}
 """Task fields added after presets were measured, with their defaults: a preset that leaves one at its
 default hashes as it did before the field existed, so its measurements stay keyed to it."""
+
+
+BASE_LATER_FIELDS: dict[str, Any] = {"cue_reliability": None}
+"""The same for base-model keys (``RunConfig.base_key``), which began to hash ``reread`` when it was added."""
+
+
+def hashed_fields(task: TaskConfig, later: dict[str, Any] = LATER_FIELDS) -> dict[str, Any]:
+    """A task config's fields as a hash sees them: a field of ``later`` at its default left out."""
+    return {k: v for k, v in plain(task).items() if k not in later or later[k] != v}
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,8 @@ class Preset:
 
     def fingerprint(self) -> str:
         """A hash of everything the preset sets: a measurement recorded with it is stale once it moves."""
-        task = {k: v for k, v in plain(self.task).items() if k not in LATER_FIELDS or LATER_FIELDS[k] != v}
-        blob = json.dumps([task, self.harness, self.policy, self.base, self.train], sort_keys=True, default=str)
+        parts = [hashed_fields(self.task), self.harness, self.policy, self.base, self.train]
+        blob = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

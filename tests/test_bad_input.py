@@ -504,6 +504,7 @@ BOUNDS: list[tuple[str, float, float, str]] = [
     ("harness.chunk_steps", 1, math.inf, ""),
     ("harness.tail_steps", 0, math.inf, ""),  # k = 0: nothing kept verbatim
     ("harness.summary_tokens", 0, math.inf, ""),  # m = 0: a summary of nothing
+    ("harness.summary_budget", 1, math.inf, ""),  # room for the end token at least (the window caps it too)
     ("harness.max_compactions", 0, math.inf, ""),
     ("harness.max_steps", 1, math.inf, ""),
     ("policy.n_layer", 1, math.inf, ""),
@@ -516,6 +517,7 @@ BOUNDS: list[tuple[str, float, float, str]] = [
     ("train.temperature", 0.0, math.inf, "lo"),
     ("train.entropy_coef", 0.0, 1.0, ""),
     ("train.cost_coef", 0.0, math.inf, ""),  # a penalty, never a bonus
+    ("train.summary_weight", 0.0, math.inf, ""),  # FoldAct's summary loss weight: 0 masks it, never negative
     ("train.frac_spread", 0.0, 1.0, "hi"),
     ("train.group_size", 1, math.inf, ""),
     ("train.prompts", 1, math.inf, ""),
@@ -591,3 +593,21 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_before_the_store(tmp_path: P
     shown = run("inspect", "--task", "keyrecall-tiny", "--checkpoint", str(path))
     _fails_cleanly(shown, f"`checkpoint='{path}'` is invalid; {says}")
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------------- issue 42: summaries of a chosen length, the cue, FoldAct
+@pytest.mark.parametrize(("settings", "words"), [
+    (["harness.summary_budget=0"], ("harness.summary_budget", "0")),
+    (["harness.summary_budget=48"], ("harness.summary_budget", "48", "<= 16")),  # no room for the threshold
+    (["task.cue_reliability=1.5"], ("task.cue_reliability", "1.5", "[0, 1]")),
+    (["task.cue_reliability=-0.1"], ("task.cue_reliability", "-0.1")),
+    (["train.summary_loss=separate", "train.summary_weight=inf"], ("train.summary_weight", "inf")),
+    (["train.summary_loss=separate", "train.summary_weight=nan"], ("train.summary_weight", "nan")),
+    (["train.summary_weight=2"], ("train.summary_weight", "2", "summary_loss='separate'")),
+])
+def test_summary_settings_are_refused_before_anything_is_written(tmp_path: Path, settings: list[str],
+                                                                 words: tuple[str, ...]) -> None:
+    args = [a for s in ["task.preset=keyrecall-cue", *settings] for a in ("--set", s)]
+    out = run("train", *args, "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
+    _fails_cleanly(out, *words)
+    assert list(tmp_path.iterdir()) == []

@@ -152,9 +152,10 @@ def advantage_error(batch: SegmentBatch, adv: FloatArray, **gae_options: Any) ->
 
 def stall(segments: FloatArray, success: FloatArray, *, window: int = names.STALL_WINDOW) -> float:
     """The stall signal over the last ``window`` training steps (seed, "Failure modes": a summariser that
-    learns to stall): 1.0 when the least-squares slope of segments per rollout is > 0 while that of the
-    compacted rollouts' success is < 0, else 0.0; NaN with fewer than ``window`` steps or a NaN success
-    (no rollout compacted) in the window.
+    learns to stall): 1.0 when, on the least-squares lines through the window, segments per rollout rose
+    by at least :data:`~simlab.names.STALL_RISE` while the compacted rollouts' success fell by at least
+    :data:`~simlab.names.STALL_FALL`, else 0.0 (a fixed segment count's noise never fires it); NaN with
+    fewer than ``window`` steps or a NaN success (no rollout compacted) in the window.
 
     Args:
         segments: (steps,) mean segments per rollout of each training step, in order.
@@ -165,7 +166,9 @@ def stall(segments: FloatArray, success: FloatArray, *, window: int = names.STAL
     if k.size < window or not np.isfinite(s).all():
         return float("nan")
     x = np.arange(window, dtype=np.float64)
-    return float(np.polyfit(x, k, 1)[0] > 0 and np.polyfit(x, s, 1)[0] < 0)
+    span = window - 1  # the lines' change from the window's first step to its last
+    rise, fall = np.polyfit(x, k, 1)[0] * span, -np.polyfit(x, s, 1)[0] * span
+    return float(rise >= names.STALL_RISE and fall >= names.STALL_FALL)
 
 
 @dataclass(frozen=True)

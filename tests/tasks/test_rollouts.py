@@ -27,6 +27,10 @@ BURSTS = dict(vocab_size=34, horizon=(6, 7), read_tokens=(7, 8), hard_frac=0.1, 
               burst_prob=0.5, burst_steps=2, burst_tokens=30, coupling=0.5, noise=0.05)
 
 
+DERIVED = ("facts", "cued")
+"""Instance fields read off what was drawn (issue 42's summary metrics), not draws: left out of the hash."""
+
+
 def instance_hash(env_id: str, config: object, options: dict | None = None) -> str:
     """A hash of what a 40-env vector env draws at seed 123 and shows over 60 steps of sensible actions."""
     env = gymnasium.make_vec(env_id, num_envs=40, config=config)
@@ -35,7 +39,7 @@ def instance_hash(env_id: str, config: object, options: dict | None = None) -> s
     h.update(obs.tobytes())
     for f in dataclasses.fields(env.instances):
         x = getattr(env.instances, f.name)
-        if x is not None:
+        if x is not None and f.name not in DERIVED:
             h.update(np.ascontiguousarray(x).tobytes())
     rng = np.random.default_rng(0)
     for _ in range(60):

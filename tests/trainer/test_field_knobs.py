@@ -52,6 +52,15 @@ def test_masked_summary_tokens_get_no_weight_and_leave_the_denominator():
     assert (trained["weights"][summary] > 0).all()
 
 
+def test_a_separate_summary_loss_gives_the_summaries_their_own_weight():
+    _, tb, grids = credit_of(trainer(summary_loss="separate", summary_weight=0.5, overlong_mask=False))
+    summary = (tb.phase == int(Phase.SUMMARY)) & tb.optimised
+    assert summary.any(), "the tiny task must compact for this test to mean anything"
+    w = grids["weights"]
+    assert float(w[summary].sum()) == pytest.approx(0.5)  # FoldAct: L_act + 0.5 L_sum, each a token mean
+    assert float(w[tb.optimised & ~summary].sum()) == pytest.approx(1.0)
+
+
 def test_a_cost_shapes_the_reward_the_estimator_sees():
     plain, _, _ = credit_of(trainer())
     shaped, tb, _ = credit_of(trainer(cost="segments", cost_coef=0.1))

@@ -18,10 +18,11 @@ ROUTES = {"task": {"preset": "peekread-routes-c100"}}
 
 
 def old_base_key(cfg: RunConfig) -> str:
-    """The base key as it was computed before ``base.teach`` existed."""
+    """The base key as it was computed before ``base.teach`` and ``task.cue_reliability`` existed."""
     policy = {k: v for k, v in plain(cfg.policy).items() if k != "value_head"}
     base = {**{k: v for k, v in plain(cfg.base).items() if k not in ("cache", "teach")}, "seed": cfg.base_seed}
-    payload = {"env": cfg.env_id, "task": plain(cfg.task), "harness": cfg.base_harness_settings(),
+    task = {k: v for k, v in plain(cfg.task).items() if k != "cue_reliability"}
+    payload = {"env": cfg.env_id, "task": task, "harness": cfg.base_harness_settings(),
                "policy": policy, "base": base, "v_sum": cfg.harness.v_sum}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

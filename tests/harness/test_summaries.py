@@ -1,0 +1,152 @@
+"""The summariser as a learned bottleneck (issue 42): variable-length summaries, KeyRecall's cue, the
+reference agents that bound learning from it, and what the summary metrics count."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from simlab import names
+from simlab.errors import ConfigError
+from simlab.harness import HarnessConfig, Phase, RolloutBatch, make_agent, run_rollouts
+from simlab.harness.compact import summary_extent
+from simlab.harness.protocol import Request
+from simlab.policy.agent import PolicyAgent
+from simlab.policy.config import PolicyConfig
+from simlab.policy.model import Policy
+from simlab.tasks import keyrecall, vocab
+from simlab.tasks.config import KeyRecallConfig
+from simlab.tasks.presets import PRESETS
+from simlab.train.rollouts import rollout_metrics
+
+END = vocab.END_SUMMARY
+
+
+def play(preset: str, agent: str | None, n: int = 64, seed: int = 0, **harness: object) -> RolloutBatch:
+    """``n`` rollouts of a preset under a reference agent by name, or (``None``) a small untrained policy."""
+    p = PRESETS[preset]
+    env = gymnasium.make_vec(p.env_id, num_envs=n, vectorization_mode="vector_entry_point", config=p.task)
+    cfg = HarnessConfig(**{**p.harness, **harness})
+    if agent is None:
+        torch.manual_seed(seed)
+        shape = PolicyConfig(vocab_size=int(env.single_action_space.n), n_layer=1, n_head=2, d_model=16,
+                             max_len=cfg.window + 16)
+        actor = PolicyAgent(Policy(shape).eval(), n, generator=torch.Generator().manual_seed(seed))
+        return run_rollouts(env, actor, cfg, seed=seed)
+    return run_rollouts(env, make_agent(agent, env, seed=seed), cfg, seed=seed)
+
+
+# ------------------------------------------------------------------------- where a summary ends
+@pytest.mark.parametrize(("tokens", "stop", "extent"), [
+    ([20, 21, END, 22], END, (3, 2)),  # the end token is written (chosen) but not kept
+    ([END, 20, 21, 22], END, (1, 0)),  # an empty summary
+    ([20, 21, 22, 23], END, (4, 4)),  # the budget ran out first
+    ([20, END, 21, END], None, (4, 4)),  # fixed length: PAD is filler, every token stays
+])
+def test_summary_extent_by_hand(tokens: list[int], stop: int | None, extent: tuple[int, int]) -> None:
+    assert summary_extent(np.asarray(tokens), stop) == extent
+
+
+def test_a_policy_writes_summaries_of_its_own_length_and_the_next_segment_holds_them_without_the_end():
+    rb = play("keyrecall-cue-budget", None, n=32)
+    budget = rb.config.summary_budget
+    lengths = [n for r in rb.rollouts for n in r.summary_lengths]
+    assert lengths and max(lengths) <= budget and len(set(lengths)) > 1  # an untrained policy ends anywhere
+    for r in rb.rollouts:
+        segments = rb.segments[slice(*r.segment_rows)]
+        for closing, following, kept in zip(segments, segments[1:], r.summary_lengths, strict=False):
+            written = closing.tokens[(closing.phase == Phase.SUMMARY) & closing.optimised]
+            assert written.size == (kept + 1 if kept < budget else budget)  # content, then the end token
+            assert (written[:kept] != END).all() and (written.size == kept or written[-1] == END)
+            assert np.isfinite(closing.logprobs[closing.phase == Phase.SUMMARY]).all()
+            opened = following.tokens[np.flatnonzero(following.tokens == vocab.SUMMARY)[0] + 1:][:kept]
+            np.testing.assert_array_equal(opened, written[:kept])
+
+
+def test_fixed_length_summaries_are_as_before():
+    rb = play("keyrecall-cue", "any_fact")
+    assert {n for r in rb.rollouts for n in r.summary_lengths} == {2}
+    assert rb.config.summary_room == 2
+
+
+def test_the_agent_stops_decoding_once_every_row_has_ended():
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=3, config=PRESETS["keyrecall-cue"].task)
+    torch.manual_seed(0)
+    policy = Policy(PolicyConfig(vocab_size=int(env.single_action_space.n), n_layer=1, n_head=2, d_model=16,
+                                 max_len=64)).eval()
+    agent = PolicyAgent(policy, 3, generator=torch.Generator().manual_seed(0))
+    only_end = np.zeros(policy.config.vocab_size, dtype=bool)
+    only_end[END] = True
+    contexts = [np.array([vocab.BOS, vocab.TASK, 20, *vocab.v_sum()])] * 3
+    request = Request(phase=Phase.SUMMARY, contexts=contexts, num_tokens=5, allowed=only_end,
+                      env_ids=np.arange(3), window=48, stop_token=END)
+    before = agent.prefilled_tokens
+    gen = agent.generate(request)
+    assert gen.tokens.shape == (3, 5) and (gen.tokens == END).all()
+    np.testing.assert_array_equal(gen.logprobs, 0.0)
+    assert agent.prefilled_tokens - before == 3 * len(contexts[0]) + 3  # the prefill, then one token per row
+
+
+# ------------------------------------------------------------------------- the cue
+@pytest.mark.parametrize("rho", [0.0, 0.5, 1.0])
+def test_the_cue_names_the_asked_fact_as_often_as_its_reliability_says(rho: float) -> None:
+    cfg = PRESETS["keyrecall-cue"].task.replace(cue_reliability=rho)
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=4000, config=cfg)
+    env.reset(seed=5)
+    inst = env.instances
+    f = cfg.num_facts
+    asked = np.argmax(inst.facts == inst.answer[:, None], axis=1)
+    assert (np.sort(inst.facts, axis=1)[:, 1:] != np.sort(inst.facts, axis=1)[:, :-1]).all()  # distinct values
+    assert np.mean(inst.cued == asked) == pytest.approx(rho + (1 - rho) / f, abs=0.03)
+    k0 = keyrecall.key_tokens(cfg)[0]
+    cued_key = inst.prompt[:, keyrecall.CUE_AT - 1]  # the env's prompt has no BOS; a working context does
+    assert (cued_key >= k0).all() and (cued_key == inst.target).mean() == pytest.approx(np.mean(inst.cued == asked))
+
+
+def test_without_a_cue_the_prompt_and_the_cued_index_say_so():
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=8, config=PRESETS["keyrecall-duo"].task)
+    env.reset(seed=1)
+    assert (env.instances.cued == -1).all() and env.instances.facts.shape == (8, 2)
+    assert keyrecall.prompt_len(PRESETS["keyrecall-duo"].task) == 2
+    assert keyrecall.prompt_len(PRESETS["keyrecall-cue"].task) == 3
+
+
+def test_check_env_passes_with_a_cue():
+    check_env(gymnasium.make("simlab/KeyRecall-v0", config=PRESETS["keyrecall-cue"].task).unwrapped,
+              skip_render_check=True)
+
+
+# ------------------------------------------------------------------------- the bounds and the metrics
+def test_the_cued_agent_is_the_ceiling_and_any_fact_the_floor():
+    ceiling = rollout_metrics(play("keyrecall-cue", "cued", n=256), names.TRAIN)
+    floor = rollout_metrics(play("keyrecall-cue", "any_fact", n=256), names.TRAIN)
+    key = names.metric(names.TRAIN, "{}").format
+    assert ceiling[key(names.SUCCESS)] == 1.0 and ceiling[key(names.SUMMARY_HOLDS_CUED)] == 1.0
+    assert ceiling[key(names.SUMMARY_HOLDS_UNCUED)] == 0.0  # one pair: the cued one
+    # the floor keeps one of three facts at random: a third hold the cued (and asked) one
+    assert floor[key(names.SUMMARY_HOLDS_CUED)] == pytest.approx(1 / 3, abs=0.06)
+    assert floor[key(names.SUCCESS)] < 0.6
+    assert floor[key(names.SUMMARY_LENGTH)] == 2.0
+
+
+def test_without_a_cue_the_cued_shares_are_not_a_number():
+    m = rollout_metrics(play("keyrecall-duo", "scripted"), names.TRAIN)
+    key = names.metric(names.TRAIN, "{}").format
+    assert np.isnan(m[key(names.SUMMARY_HOLDS_CUED)]) and np.isnan(m[key(names.SUMMARY_HOLDS_UNCUED)])
+    assert m[key(names.SUMMARY_LENGTH)] == 4.0
+
+
+def test_the_cue_agents_need_a_keyrecall_task():
+    env = gymnasium.make_vec("simlab/PeekRead-v0", num_envs=2, config=PRESETS["peekread-pos"].task)
+    with pytest.raises(ConfigError, match="'cued' needs a task whose solver summarises by 'cued'"):
+        make_agent("cued", env)
+
+
+def test_bad_task_settings_are_refused():
+    with pytest.raises(ConfigError, match="cue_reliability"):
+        KeyRecallConfig(cue_reliability=1.5)
+    with pytest.raises(ConfigError, match="summary_budget"):
+        HarnessConfig(window=48, summary_budget=48)
