@@ -7,7 +7,7 @@ Optuna style: ``"`task.noise=1.5` is invalid; choose a value in [0, 1]"``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -109,6 +109,10 @@ class KeyRecallConfig(TaskConfig):
     uniformly (the asked one included), so P(cue = asked) = rho + (1 - rho) / num_facts; rho = 0 is an
     uninformative cue, the control. With a cue the facts' values are distinct. ``None``: no cue (the prompt
     and every draw as before)."""
+    cue_at: Literal["prompt", "fact"] = "prompt"
+    """Where the cue stands: ``prompt``, the cued key as the prompt's last token (keeping the right fact
+    is a lookup by content: find the statement of that key); ``fact``, the cued fact stated as
+    ``CUE key value`` instead of ``FACT key value`` (a local mark: keep the pair after it)."""
 
     def min_content(self) -> int:
         """Two content tokens per fact (a key and its value), for at least two facts."""

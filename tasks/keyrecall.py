@@ -29,12 +29,17 @@ def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
 
 
 def prompt_len(cfg: KeyRecallConfig) -> int:
-    """Tokens of the prompt: :func:`prompt_tokens` and, with a cue, the cued key."""
-    return len(prompt_tokens(cfg)) + (cfg.cue_reliability is not None)
+    """Tokens of the prompt: :func:`prompt_tokens` and, with a cue in the prompt, the cued key."""
+    return len(prompt_tokens(cfg)) + cue_in_prompt(cfg)
+
+
+def cue_in_prompt(cfg: KeyRecallConfig) -> bool:
+    """Whether the prompt ends with the cued key (``cue_at = "prompt"`` and a cue)."""
+    return cfg.cue_reliability is not None and cfg.cue_at == "prompt"
 
 
 CUE_AT = 3
-"""Where the cued key stands in a working context: after ``BOS``, ``TASK`` and the fact count."""
+"""Where the prompt's cued key stands in a working context: after ``BOS``, ``TASK`` and the fact count."""
 
 
 def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = None) -> core.Instances:
@@ -85,7 +90,11 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     if cfg.cue_reliability is not None:
         told = core.uniform(keys, 16, ()) < cfg.cue_reliability
         cued = np.where(told, q, core.randint(keys, 17, (), 0, f))
-        prompts = np.column_stack([prompts, k0 + fact_rank[rows, cued]])
+        if cue_in_prompt(cfg):
+            prompts = np.column_stack([prompts, k0 + fact_rank[rows, cued]])
+        else:  # the cued fact's statement carries the cue (it is always shown: hard_frac hides only the asked)
+            at = shown[rows, cued]
+            obs[rows[at], fact_step[rows, cued][at], offset[rows, cued][at]] = vocab.CUE
     return lay.instances(
         prompt=prompts,
         obs=obs,
@@ -98,7 +107,8 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
 
 
 class FactSolver:
-    """Reads ``FACT key value`` facts from a working context and answers ``key QUERY`` from them.
+    """Reads ``FACT key value`` (and ``CUE key value``) facts from a working context and answers ``key QUERY``
+    from them.
 
     Shared by the reference solvers of every task whose answer is a stated fact (KeyRecall, PeekRead).
     """
@@ -116,7 +126,7 @@ class FactSolver:
                 if self.keys[0] <= k < self.keys[1] and self.values[0] <= v < self.values[1]:
                     known.pop(int(k), None)
                     known[int(k)] = int(v)
-        for s in np.flatnonzero(ctx[:-2] == vocab.FACT):
+        for s in np.flatnonzero((ctx[:-2] == vocab.FACT) | (ctx[:-2] == vocab.CUE)):
             k, v = int(ctx[s + 1]), int(ctx[s + 2])
             known.pop(k, None)
             known[k] = v
@@ -148,8 +158,19 @@ class KeyRecallSolver(FactSolver):
         self.cfg = cfg
 
     def cued_key(self, ctx: IntArray) -> int | None:
-        """The key the prompt's cue names (the prompt opens every working context), or None without a cue."""
-        return None if self.cfg.cue_reliability is None else int(ctx[CUE_AT])
+        """The key the cue names, or None without a cue: the prompt's cue (the prompt opens every working
+        context); a ``CUE`` statement in the context; once that is summarised away, the first key of the
+        latest summary (where this solver put it)."""
+        if self.cfg.cue_reliability is None:
+            return None
+        if cue_in_prompt(self.cfg):
+            return int(ctx[CUE_AT])
+        marks = np.flatnonzero(ctx[:-1] == vocab.CUE)
+        if marks.size:
+            return int(ctx[marks[-1] + 1])
+        blocks = np.flatnonzero(ctx == vocab.SUMMARY)
+        block = core.summary_block(ctx, int(blocks[-1])) if blocks.size else ctx[:0]
+        return int(block[0]) if block.size else None
 
     def act(self, ctx: IntArray, rng: np.random.Generator) -> int:
         """``NEXT``: actions before the query change nothing."""

@@ -212,6 +212,15 @@ PRESETS: dict[str, Preset] = {
                # the teacher keeps a random fact: a base model that writes pairs but has no view on which
                base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
                train=dict(lr=1e-3, prompts=32, steps=80)),
+        Preset("keyrecall-mark", _KR,
+               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
+                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at="fact"),
+               # keyrecall-cue with the cue on the fact itself (CUE key value): a local mark to keep
+               dict(window=48, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
+               "three facts, the asked one stated as CUE key value (task.cue_reliability), a one-pair summary",
+               policy=dict(n_layer=2, n_head=4, d_model=64),
+               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
+               train=dict(lr=1e-3, prompts=32, steps=80)),
         Preset("keyrecall-cue-budget", _KR,
                KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
                                fact_frac=0.25, zipf=0.0, cue_reliability=1.0),

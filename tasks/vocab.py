@@ -36,6 +36,9 @@ FACT: Final = 10
 """Task marker: ``FACT key value`` states a fact (KeyRecall)."""
 LINK: Final = 11
 """Task marker: ``LINK a b`` says node ``a`` points to node ``b`` (PointerChase)."""
+CUE: Final = LINK
+"""KeyRecall with ``cue_at = "fact"``: ``CUE key value`` states the cued fact (``FACT`` states the others).
+It shares LINK's id: no task uses both."""
 TASK: Final = 12
 """Task marker opening a prompt."""
 _VERSION_TOKENS: Final = {"v1": 13, "v2": 14, "v3": 15}

@@ -1,6 +1,7 @@
 """Reference agents, registered by name: ``oracle`` (the ceiling), ``scripted`` (quality q), ``random``,
-and on a task with a cue ``cued`` (keeps the fact the cue names) and ``any_fact`` (keeps facts in a random
-order): the ceiling and the floor of learning relevance from the cue.
+and on a task with a cue ``cued`` (keeps the fact the cue names with probability q, facts in a random order
+otherwise) and ``any_fact`` (always a random order): at q = 1 and 0, the ceiling and the floor of
+learning relevance from the cue.
 
 Each is built by a factory ``(env, *, seed, quality) -> Agent``. ``oracle`` and ``scripted`` play
 through the task's solver (``env.solver``, which every simlab task has), so they act and answer from
@@ -66,6 +67,8 @@ class SolverAgent:
         """Under the ``policy`` trigger, emit COMPACT once the context reaches this share of W."""
 
     def _mode(self) -> str:
+        if self.mode == "cued":
+            return "cued" if self.rng.random() < self.quality else "random"
         if self.mode is not None:
             return self.mode
         if self.oracle:
@@ -178,7 +181,7 @@ def _random(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
 AGENTS.add("oracle", _oracle)
 AGENTS.add("scripted", _scripted)
 AGENTS.add("random", _random)
-AGENTS.add("cued", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, mode="cued"))
+AGENTS.add("cued", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, quality=quality, mode="cued"))
 AGENTS.add("any_fact", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, mode="random"))
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from simlab import names
 from simlab.errors import ConfigError
 from simlab.harness.agents import SCRIPTED_QUALITY
 from simlab.harness.protocol import Agent
-from simlab.harness.records import RolloutBatch
+from simlab.harness.records import RolloutBatch, RolloutRecord
 
 
 def corr(x: np.ndarray, y: np.ndarray) -> float:
@@ -107,7 +108,37 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
         if seconds > 0
         else {},
         "v_sum": batches[0].v_sum_version,
+        "summaries": summary_content(recs),
     }
+
+
+def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
+    """What the rollouts' summaries were, under :mod:`simlab.names`' keys: their length (mean and quantiles)
+    and, of those written in episodes with a cue, the shares holding the cued fact and holding another
+    one; NaN where none were."""
+    lengths = np.array([n for r in rollouts for n in r.summary_lengths], dtype=np.float64)
+    written = lengths.size
+    out = {names.SUMMARY_LENGTH: float(lengths.mean()) if written else math.nan}
+    for q in names.QUANTILES:
+        key = names.SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100))
+        out[key] = float(np.quantile(lengths, q)) if written else math.nan
+    cued = sum(r.cued_summaries for r in rollouts)
+    for key, field in ((names.SUMMARY_HOLDS_CUED, "summaries_with_cued"),
+                       (names.SUMMARY_HOLDS_UNCUED, "summaries_with_uncued")):
+        out[key] = sum(getattr(r, field) for r in rollouts) / cued if cued else math.nan
+    return out
+
+
+def _summary_lines(content: dict[str, float]) -> list[str]:
+    """What the summaries were: length, and with a cue the shares holding the cued fact and another."""
+    if math.isnan(content[names.SUMMARY_LENGTH]):
+        return []
+    q = [content[names.SUMMARY_LENGTH_QUANTILE.format(q=int(x * 100))] for x in names.QUANTILES]
+    line = f"  summaries        mean {content[names.SUMMARY_LENGTH]:.2f} tokens (q10/50/90 {q[0]:g}/{q[1]:g}/{q[2]:g})"
+    if not math.isnan(content[names.SUMMARY_HOLDS_CUED]):
+        line += (f"; hold the cued fact {content[names.SUMMARY_HOLDS_CUED]:.3f}, "
+                 f"another {content[names.SUMMARY_HOLDS_UNCUED]:.3f}")
+    return [line]
 
 
 def format_stats(stats: dict[str, Any], title: str) -> str:
@@ -128,6 +159,7 @@ def format_stats(stats: dict[str, Any], title: str) -> str:
         f"  working context  mean {s['working_context_mean']:.1f}  max {s['working_context_max']}"
         f"  (W={s['window']}, L={s['threshold']})",
         f"  effective horizon  L x (S+1) = {s['effective_horizon']} tokens; mean steps {s['mean_steps']:.1f}",
+        *_summary_lines(s["summaries"]),
         f"  throughput       {s['tokens_per_s']:,.0f} tokens/s, {s['rollouts_per_s']:,.1f} rollouts/s"
         + (
             f"  (env {share['env']:.0%}, agent {share['agent']:.0%}, harness {share['harness']:.0%})"

@@ -19,6 +19,7 @@ from simlab import (
 )
 from simlab.config import RunConfig
 from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
+from simlab.harness.stats import summary_content
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.summarisers import summariser_for
@@ -81,25 +82,9 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
         names.STEPS: float(np.mean([r.steps for r in rb.rollouts])),
         names.SUMMARISED_SUCCESS: float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan,
         names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan,
-        **summary_content(rb),
+        **summary_content(rb.rollouts),
     }
     return {names.metric(prefix, k): v for k, v in out.items()}
-
-
-def summary_content(rb: RolloutBatch) -> dict[str, float]:
-    """What the batch's summaries were: their length (mean and quantiles) and, of those written in
-    episodes with a cue, the shares holding the cued fact and holding another one; NaN where none were."""
-    lengths = np.array([n for r in rb.rollouts for n in r.summary_lengths], dtype=np.float64)
-    written = lengths.size
-    out = {names.SUMMARY_LENGTH: float(lengths.mean()) if written else math.nan}
-    for q in names.QUANTILES:
-        key = names.SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100))
-        out[key] = float(np.quantile(lengths, q)) if written else math.nan
-    cued = sum(r.cued_summaries for r in rb.rollouts)
-    for key, field in ((names.SUMMARY_HOLDS_CUED, "summaries_with_cued"),
-                       (names.SUMMARY_HOLDS_UNCUED, "summaries_with_uncued")):
-        out[key] = sum(getattr(r, field) for r in rb.rollouts) / cued if cued else math.nan
-    return out
 
 
 def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, float]:

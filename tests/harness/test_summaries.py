@@ -36,7 +36,7 @@ def play(preset: str, agent: str | None, n: int = 64, seed: int = 0, **harness: 
                              max_len=cfg.window + 16)
         actor = PolicyAgent(Policy(shape).eval(), n, generator=torch.Generator().manual_seed(seed))
         return run_rollouts(env, actor, cfg, seed=seed)
-    return run_rollouts(env, make_agent(agent, env, seed=seed), cfg, seed=seed)
+    return run_rollouts(env, make_agent(agent, env, seed=seed, quality=1.0), cfg, seed=seed)
 
 
 # ------------------------------------------------------------------------- where a summary ends
