@@ -1,6 +1,6 @@
 """Variable-length summaries (``harness.summary_budget``) against the fixed-length path, in one run.
 
-The named baseline is the fixed-length path: ``keyrecall-cue-budget`` with ``summary_budget`` unset and
+The named baseline is the fixed-length path: ``keyrecall-mark-budget`` with ``summary_budget`` unset and
 ``summary_tokens`` equal to the budget (every summary is 7 tokens). The other side is the preset as
 shipped: summaries end at the policy's end token, at most 7 tokens. Both sides start from the same
 seeded, untrained policy (its summaries end wherever the end token is drawn, about one token in 13) and
@@ -30,7 +30,7 @@ from simlab.config import RunConfig, resolve
 from simlab.policy.model import Policy
 from simlab.train.rl import Trainer
 
-PRESET = "keyrecall-cue-budget"
+PRESET = "keyrecall-mark-budget"
 BUDGET = 7
 ROLLOUT = names.PERF_ROLLOUT_TOKENS_PER_S
 UPDATE = names.PERF_UPDATE_TOKENS_PER_S

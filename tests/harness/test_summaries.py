@@ -51,7 +51,7 @@ def test_summary_extent_by_hand(tokens: list[int], stop: int | None, extent: tup
 
 
 def test_a_policy_writes_summaries_of_its_own_length_and_the_next_segment_holds_them_without_the_end():
-    rb = play("keyrecall-cue-budget", None, n=32)
+    rb = play("keyrecall-mark-budget", None, n=32)
     budget = rb.config.summary_budget
     lengths = [n for r in rb.rollouts for n in r.summary_lengths]
     assert lengths and max(lengths) <= budget and len(set(lengths)) > 1  # an untrained policy ends anywhere

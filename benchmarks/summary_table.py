@@ -1,0 +1,90 @@
+"""What RL did to the summaries (issue 42): per arm of a sweep, the summary metrics before RL and after.
+
+For every variant of a sweep's exports (``analysis/findings/<experiment>.*``): the seeds, and for each
+metric of ``--metrics`` (default: the share of summaries holding the cued fact, success, summary length)
+its mean over seeds at the first evaluation (the base model, step 0) and at the last, the per-seed
+change with its SE over seeds (t, df = seeds - 1), and on how many seeds it rose. With ``--baseline V``
+each arm's final value is also paired by seed against arm V's, with its SE and two-sided p. Rates print
+in points.
+
+    python benchmarks/summary_table.py --experiment summary-relevance [--export] [--baseline V]
+        [--metrics eval/compacted/summary_holds_cued ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import polars as pl
+from recipe_table import _data
+
+from simlab import names
+from simlab.analysis.replication.data import SpecData
+from simlab.analysis.statistics import levels, power
+
+METRICS = (names.metric(names.EVAL_COMPACTED, names.SUMMARY_HOLDS_CUED), names.EVAL_COMPACTED_SUCCESS,
+           names.metric(names.EVAL_COMPACTED, names.SUMMARY_LENGTH))
+
+
+def first_and_last(data: SpecData, metric: str) -> pl.DataFrame:
+    """variant, seed, first, last: each run's ``metric`` at its first and its last evaluation."""
+    assert data.history is not None, "the export has no histories"
+    h = data.history.filter(pl.col("key") == metric).sort("step")
+    ends = h.group_by("run_id").agg(pl.col("value").first().alias("first"), pl.col("value").last().alias("last"))
+    return ends.join(data.runs.select("run_id", "variant", "seed"), on="run_id").drop("run_id")
+
+
+def _cell(values: np.ndarray, scale: float) -> str:
+    est = levels.from_seeds(scale * values)
+    return f"{est.mean:+.1f} ± {est.se:.1f}"
+
+
+def table(data: SpecData, metrics: tuple[str, ...], baseline: str | None) -> str:
+    """The Markdown table (see the module docstring)."""
+    head = ["arm", "seeds"]
+    for m in metrics:
+        short = m.rsplit("/", 1)[-1]
+        head += [f"{short} step 0", f"{short} final", "change (rose on)"]
+        if baseline is not None:
+            head.append(f"final vs {baseline} (p)")
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    frames = {m: first_and_last(data, m) for m in metrics}
+    for variant in sorted(data.runs["variant"].unique().to_list()):
+        cells: list[str] = []
+        for m in metrics:
+            scale = 100.0 if names.is_rate(m) else 1.0
+            arm = frames[m].filter(pl.col("variant") == variant).sort("seed")
+            change = (arm["last"] - arm["first"]).to_numpy()
+            cells += [f"{scale * arm['first'].mean():.1f}", f"{scale * arm['last'].mean():.1f}",
+                      f"{_cell(change, scale)} ({int((change > 0).sum())}/{arm.height})"]
+            if baseline is not None:
+                cells.append(_paired(frames[m], variant, baseline, scale))
+        rows.append(f"| {variant} | {arm.height} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _paired(frame: pl.DataFrame, variant: str, baseline: str, scale: float) -> str:
+    """The arm's final value minus the baseline arm's, paired by seed: mean ± SE (p)."""
+    if variant == baseline:
+        return ""
+    pair = frame.filter(pl.col("variant") == variant).join(
+        frame.filter(pl.col("variant") == baseline), on="seed", suffix="_b")
+    if pair.height < 2:
+        return "n/a"
+    est = levels.from_seeds(scale * (pair["last"] - pair["last_b"]).to_numpy())
+    return f"{est.mean:+.1f} ± {est.se:.1f} (p {power.two_sided_p(est.mean, est.se, est.df):.3f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", required=True, help="the sweep to read")
+    parser.add_argument("--export", action="store_true", help="write the exports from the live store first")
+    parser.add_argument("--baseline", help="pair every arm's final value with this arm's, by seed")
+    parser.add_argument("--metrics", nargs="+", default=list(METRICS))
+    args = parser.parse_args()
+    print(table(_data(args.experiment, args.export), tuple(args.metrics), args.baseline))
+
+
+if __name__ == "__main__":
+    main()
