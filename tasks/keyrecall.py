@@ -46,8 +46,7 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     """Lay out one KeyRecall episode per key (streams 10-14, and 15-17 with a cue; 0-5 are the common
     layout); nothing is drawn per rollout (``rollouts`` is unused)."""
     n, h, f = keys.size, cfg.horizon[1], cfg.num_facts
-    prompt = prompt_tokens(cfg)
-    lay = core.draw_layout(keys, cfg, len(prompt))
+    lay = core.draw_layout(keys, cfg, prompt_len(cfg))
     rows = np.arange(n)
     k0, k1 = key_tokens(cfg)
     v0, v1 = value_tokens(cfg)
@@ -58,10 +57,7 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     order[np.arange(h)[None, :] >= limit[:, None]] = 2.0
     fact_step = np.argsort(order, axis=1, kind="stable")[:, :f]
     fact_rank = np.argsort(core.uniform(keys, 11, (k1 - k0,)), axis=1, kind="stable")[:, :f]
-    if cfg.cue_reliability is None:
-        fact_value = core.randint(keys, 12, (f,), 0, v1 - v0)
-    else:  # distinct values: a summary holding a value holds that fact
-        fact_value = np.argsort(core.uniform(keys, 15, (v1 - v0,)), axis=1, kind="stable")[:, :f]
+    fact_value = _fact_values(keys, cfg, v1 - v0)
 
     # the query prefers low-ranked (hot) keys: a summariser has something to learn about what to keep
     weight = (fact_rank + 1.0) ** -cfg.zipf
@@ -85,16 +81,13 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     obs[rows, last, qlen - 2] = target
     obs[rows, last, qlen - 1] = vocab.QUERY
 
-    prompts = np.tile(np.asarray(prompt, dtype=np.int64), (n, 1))
-    cued = np.full(n, -1, dtype=np.int64)
-    if cfg.cue_reliability is not None:
-        told = core.uniform(keys, 16, ()) < cfg.cue_reliability
-        cued = np.where(told, q, core.randint(keys, 17, (), 0, f))
-        if cue_in_prompt(cfg):
-            prompts = np.column_stack([prompts, k0 + fact_rank[rows, cued]])
-        else:  # the cued fact's statement carries the cue (it is always shown: hard_frac hides only the asked)
-            at = shown[rows, cued]
-            obs[rows[at], fact_step[rows, cued][at], offset[rows, cued][at]] = vocab.CUE
+    prompts = np.tile(np.asarray(prompt_tokens(cfg), dtype=np.int64), (n, 1))
+    cued = _cued(keys, cfg, q)
+    if cue_in_prompt(cfg):
+        prompts = np.column_stack([prompts, k0 + fact_rank[rows, cued]])
+    elif cfg.cue_reliability is not None:  # the cued fact's statement carries the cue, where it is shown
+        at = shown[rows, cued]
+        obs[rows[at], fact_step[rows, cued][at], offset[rows, cued][at]] = vocab.CUE
     return lay.instances(
         prompt=prompts,
         obs=obs,
@@ -104,6 +97,23 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
         facts=v0 + fact_value,
         cued=cued,
     )
+
+
+def _fact_values(keys: KeyArray, cfg: KeyRecallConfig, values: int) -> IntArray:
+    """(n, F) each fact's value offset (stream 12); with a cue distinct (stream 15), so that a summary
+    holding a value holds that fact."""
+    if cfg.cue_reliability is None:
+        return core.randint(keys, 12, (cfg.num_facts,), 0, values)
+    return np.argsort(core.uniform(keys, 15, (values,)), axis=1, kind="stable")[:, : cfg.num_facts]
+
+
+def _cued(keys: KeyArray, cfg: KeyRecallConfig, asked: IntArray) -> IntArray:
+    """(n,) the fact the cue names: the asked one with probability rho (stream 16), else one drawn uniformly
+    (stream 17); -1 without a cue."""
+    if cfg.cue_reliability is None:
+        return np.full(keys.size, -1, dtype=np.int64)
+    told = core.uniform(keys, 16, ()) < cfg.cue_reliability
+    return np.where(told, asked, core.randint(keys, 17, (), 0, cfg.num_facts))
 
 
 class FactSolver:

@@ -79,7 +79,7 @@ def test_regular_install_then_a_sweep_from_another_folder(tmp_path: Path) -> Non
                  cwd=work, env=env).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(site) for p in probe), probe  # the installed copy, its shipped specs
     shipped = site / "simlab"
-    for folder in ("findings", "questions"):  # the findings specs and the field's questions
+    for folder in ("findings", "questions", "summaries"):  # the findings specs, the field's questions, issue 42's
         assert sorted(p.name for p in (shipped / "specs" / folder).glob("*.toml")) == sorted(
             p.name for p in (REPO / "sweeps" / folder).glob("*.toml")), folder
     assert sorted(p.name for p in (shipped / "analysis" / "findings").glob("*.*")) == sorted(

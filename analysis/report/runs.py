@@ -28,6 +28,8 @@ EVAL_HEALTH = {
     "overlong": ("overlong rate (%)", names.OVERLONG_RATE, 100.0),
     "segments": ("segments per episode", names.SEGMENTS_MEAN, 1.0),
     "holds_answer": ("summaries holding the answer (%)", names.SUMMARY_HOLDS_ANSWER, 100.0),
+    "holds_cued": ("summaries holding the cued fact (%)", names.SUMMARY_HOLDS_CUED, 100.0),
+    "summary_length": ("summary tokens", names.SUMMARY_LENGTH, 1.0),
 }
 """What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
 The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
