@@ -147,7 +147,7 @@ def cost_figure(t: pl.DataFrame, path: Path) -> Path:
     return path
 
 
-def _data(experiment: str, export: bool) -> SpecData:
+def spec_data(experiment: str, export: bool) -> SpecData:
     """A sweep's exports, written from the live store first when ``export``."""
     if export:
         live = live_data(experiment, lambda _key: True)
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--also", nargs="*", default=[], help="follow-up sweeps whose recipes join the table")
     parser.add_argument("--cost-figure", type=Path, help="draw tokens per episode against success here")
     args = parser.parse_args()
-    data = {name: _data(name, args.export) for name in (args.experiment, *args.also)}
+    data = {name: spec_data(name, args.export) for name in (args.experiment, *args.also)}
     t = pl.concat([table(d).join(effective_context(name), on="variant", how="left") for name, d in data.items()])
     t = ranked(t, pl.concat([seed_gains(d) for d in data.values()]))
     print(markdown(t))

@@ -7,7 +7,7 @@ change with its SE over seeds (t, df = seeds - 1), and on how many seeds it rose
 each arm's final value is also paired by seed against arm V's, with its SE and two-sided p. Rates print
 in points.
 
-    python benchmarks/summary_table.py --experiment summary-relevance [--export] [--baseline V]
+    python benchmarks/summary_table.py --experiment summaries-relevance [--export] [--baseline V]
         [--metrics eval/compacted/summary_holds_cued ...]
 """
 
@@ -17,7 +17,7 @@ import argparse
 
 import numpy as np
 import polars as pl
-from recipe_table import _data
+from recipe_table import spec_data
 
 from simlab import names
 from simlab.analysis.replication.data import SpecData
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--baseline", help="pair every arm's final value with this arm's, by seed")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS))
     args = parser.parse_args()
-    print(table(_data(args.experiment, args.export), tuple(args.metrics), args.baseline))
+    print(table(spec_data(args.experiment, args.export), tuple(args.metrics), args.baseline))
 
 
 if __name__ == "__main__":

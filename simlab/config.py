@@ -34,6 +34,7 @@ from simlab import smoke
 from simlab.blame import layered_harness
 from simlab.credit import ESTIMATORS, estimator_family
 from simlab.errors import ConfigError
+from simlab.harness.agents import agent_fits
 from simlab.harness.config import HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
@@ -87,6 +88,9 @@ class RunConfig(Section):
             raise ConfigError.invalid("eval.seed", self.eval.seed, "held-out seeds start above the training "
                                       f"instances, so choose an integer > {need} (train.prompts, base.episodes) "
                                       "or 'run'")
+        for key, name in (("base.teacher", self.base.teacher), ("harness.summariser", self.harness.summariser)):
+            if (why := agent_fits(name, self.task)) is not None:
+                raise ConfigError.invalid(key, name, why)
         if self.train.summariser_checkpoint is not None:
             from simlab.policy.checkpoint import check_policy_file  # torch: only when a checkpoint is given
 
@@ -106,7 +110,8 @@ class RunConfig(Section):
         """Harness settings of the base model's demonstrations (see ``trainer.base_harness``)."""
         geometry = ("window", "summary_tokens", "max_compactions", "max_steps", "v_sum")
         settings = {**get_preset(self.preset).harness, **{k: getattr(self.harness, k) for k in geometry}}
-        if self.harness.summary_budget is not None:  # absent when unset: older base models keep their keys
+        settings.pop("summary_budget", None)  # the run's, not the preset's; absent when unset (older keys hold)
+        if self.harness.summary_budget is not None:
             settings["summary_budget"] = self.harness.summary_budget
         settings["summariser"] = "self"
         if self.base.compact_demos:

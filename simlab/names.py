@@ -51,9 +51,10 @@ QUANTILES = (0.1, 0.5, 0.9)
 """The quantiles the health summary and the summary lengths report (``q10``, ``q50``, ``q90``)."""
 SUMMARY_LENGTH_QUANTILE = "summary_length_q{q}"
 """Quantile ``q`` (percent, of :data:`QUANTILES`) of the summaries' lengths."""
+SUMMARY_LENGTH_QUANTILES = tuple(SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in QUANTILES)
+"""``summary_length_q10``, ``_q50``, ``_q90``, in the order of :data:`QUANTILES`."""
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
-           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH,
-           *(SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in QUANTILES))
+           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES)
 """What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
 """Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
@@ -137,6 +138,7 @@ STALL = "stall"
 of compacted rollouts fell (least-squares lines, by :data:`STALL_RISE` and :data:`STALL_FALL`): the seed's
 sign of a summariser learning to stall; 0 otherwise, NaN until the window has filled."""
 STALL_WINDOW = 8
+"""Training steps the stall signal fits its two lines over."""
 STALL_RISE = 0.1
 """Segments per rollout the stall signal's fitted line must rise by across its window."""
 STALL_FALL = 0.05

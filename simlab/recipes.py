@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simlab.harness.config import HarnessConfig, effective_horizon
+from simlab.harness.config import HarnessConfig, effective_horizon, summary_room
 from simlab.registry import Registry
 
 HarnessDefaults = Callable[[dict[str, Any]], dict[str, Any]]
@@ -53,7 +53,7 @@ def _get(settings: dict[str, Any], key: str) -> Any:
 def _supo(preset: dict[str, Any]) -> dict[str, Any]:
     """L = 0.95 W, lowered where a small window must still hold v_sum and the summary after L."""
     window = int(_get(preset, "window"))
-    room = (window - 2 - int(_get(preset, "summary_budget") or _get(preset, "summary_tokens"))) / window
+    room = (window - 2 - summary_room(int(_get(preset, "summary_tokens")), _get(preset, "summary_budget"))) / window
     return {"trigger": "threshold", "frac": min(0.95, int(room * 100) / 100), "discard": True,
             "summariser": "self", "tail_steps": 0}
 

@@ -123,11 +123,17 @@ class KeyRecallConfig(TaskConfig):
         return 3
 
     def check(self) -> None:
-        """One fact per step before the query: ``num_facts <= horizon[0] - 1``."""
+        """One fact per step before the query: ``num_facts <= horizon[0] - 1``; a cue's placement needs a cue,
+        and a cue needs every fact shown (a hidden asked fact would leave the cue naming nothing)."""
         if self.num_facts > self.horizon[0] - 1:
             raise self.invalid(
                 "num_facts", f"choose an integer in [1, {self.horizon[0] - 1}] (horizon[0] - 1, one fact per step)"
             )
+        if self.cue_at != "prompt" and self.cue_reliability is None:
+            raise self.invalid("cue_at", "there is no cue to place; choose 'prompt' or set task.cue_reliability")
+        if self.cue_reliability is not None and self.hard_frac > 0:
+            raise self.invalid("hard_frac", "a cue needs every fact shown; choose 0 or leave task.cue_reliability "
+                               "unset")
         super().check()
 
 

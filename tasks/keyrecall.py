@@ -38,8 +38,9 @@ def cue_in_prompt(cfg: KeyRecallConfig) -> bool:
     return cfg.cue_reliability is not None and cfg.cue_at == "prompt"
 
 
-CUE_AT = 3
-"""Where the prompt's cued key stands in a working context: after ``BOS``, ``TASK`` and the fact count."""
+def cue_position(cfg: KeyRecallConfig) -> int:
+    """Where the prompt's cued key stands in a working context: after ``BOS`` and :func:`prompt_tokens`."""
+    return 1 + len(prompt_tokens(cfg))
 
 
 def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = None) -> core.Instances:
@@ -174,7 +175,7 @@ class KeyRecallSolver(FactSolver):
         if self.cfg.cue_reliability is None:
             return None
         if cue_in_prompt(self.cfg):
-            return int(ctx[CUE_AT])
+            return int(ctx[cue_position(self.cfg)])
         marks = np.flatnonzero(ctx[:-1] == vocab.CUE)
         if marks.size:
             return int(ctx[marks[-1] + 1])

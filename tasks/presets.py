@@ -16,12 +16,12 @@ from simlab.rules import Names, check_value
 from simlab.schema import plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
-LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None}
+LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None, "cue_at": "prompt"}
 """Task fields added after presets were measured, with their defaults: a preset that leaves one at its
 default hashes as it did before the field existed, so its measurements stay keyed to it."""
 
 
-BASE_LATER_FIELDS: dict[str, Any] = {"cue_reliability": None}
+BASE_LATER_FIELDS: dict[str, Any] = {k: v for k, v in LATER_FIELDS.items() if k != "reread"}
 """The same for base-model keys (``RunConfig.base_key``), which began to hash ``reread`` when it was added."""
 
 
@@ -171,6 +171,26 @@ def _lossy(name: str, about: str) -> Preset:
     )
 
 
+def _cued(name: str, cue_at: str, about: str, **summary: int) -> Preset:
+    """The cue family (issue 42): three facts in the first three steps, the cue of reliability 1 where
+    ``cue_at`` says, one or two compactions after them; a one-pair summary unless ``summary`` sets a budget.
+
+    The base model clones ``any_fact`` (pairs, but no view on which one) and the RL settings are
+    keyrecall-duo's (80 steps, lr 1e-3), where copying pairs learnt from reward.
+    """
+    return Preset(
+        name, _KR,
+        KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
+                        fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at=cue_at),
+        dict(window=48, frac=0.8, **(summary or {"summary_tokens": 2}), tail_steps=1, max_compactions=6,
+             max_steps=16),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
+        train=dict(lr=1e-3, prompts=32, steps=80),
+    )
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -202,35 +222,14 @@ PRESETS: dict[str, Preset] = {
                base=dict(steps=300, episodes=64, lr=1e-3),
                # copying the second pair is slow to learn from reward: lr 1e-3 for 80 steps (+11.5 points)
                train=dict(lr=1e-3, prompts=32, steps=80)),
-        Preset("keyrecall-cue", _KR,
-               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
-                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0),
-               # one compaction after the three facts, a one-pair summary: which fact to keep is the choice
-               dict(window=48, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
-               "three facts, a cue in the prompt names the one asked (task.cue_reliability), a one-pair summary",
-               policy=dict(n_layer=2, n_head=4, d_model=64),
-               # the teacher keeps a random fact: a base model that writes pairs but has no view on which
-               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
-               train=dict(lr=1e-3, prompts=32, steps=80)),
-        Preset("keyrecall-mark", _KR,
-               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
-                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at="fact"),
-               # keyrecall-cue with the cue on the fact itself (CUE key value): a local mark to keep
-               dict(window=48, frac=0.8, summary_tokens=2, tail_steps=1, max_compactions=6, max_steps=16),
-               "three facts, the asked one stated as CUE key value (task.cue_reliability), a one-pair summary",
-               policy=dict(n_layer=2, n_head=4, d_model=64),
-               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
-               train=dict(lr=1e-3, prompts=32, steps=80)),
-        Preset("keyrecall-mark-budget", _KR,
-               KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
-                               fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at="fact"),
-               # variable-length summaries of up to 7 tokens: room for all three pairs and the end token,
-               # so the length is the policy's choice (the teacher keeps every fact it has seen)
-               dict(window=48, frac=0.8, summary_budget=7, tail_steps=1, max_compactions=6, max_steps=16),
-               "keyrecall-mark with variable-length summaries (budget 7): how long a summary is, RL decides",
-               policy=dict(n_layer=2, n_head=4, d_model=64),
-               base=dict(teacher="any_fact", steps=300, episodes=64, lr=1e-3),
-               train=dict(lr=1e-3, prompts=32, steps=80)),
+        _cued("keyrecall-cue", "prompt", "three facts, a cue in the prompt names the one asked "
+               "(task.cue_reliability), a one-pair summary"),
+        _cued("keyrecall-mark", "fact", "three facts, the asked one stated as CUE key value "
+               "(task.cue_reliability), a one-pair summary"),
+        # variable-length summaries of up to 7 tokens: room for all three pairs and the end token, so the
+        # length is the policy's choice (the teacher keeps every fact it has seen)
+        _cued("keyrecall-mark-budget", "fact", "keyrecall-mark with variable-length summaries (budget 7): how "
+              "long a summary is, RL decides", summary_budget=7),
         Preset("keyrecall-heavy", _KR,
                KeyRecallConfig(horizon=(20, 28), tail_prob=0.08, tail_tokens=40),
                dict(window=128, frac=0.75, summary_tokens=6, tail_steps=1, max_compactions=8, max_steps=48),

@@ -209,8 +209,5 @@ def separated_loss_weights(
     ``summary``: (S, max_tokens) True on summary tokens. A batch with no counted summary token has L_sum = 0.
     """
     summary = check_token_mask(batch, summary)
-    weights = loss_weights(batch, name, token_mask=batch.token_mask & ~summary, **options)
-    if summary_weight and counted_tokens(batch, overlong_mask=options.get("overlong_mask", False),
-                                         token_mask=summary).any():
-        weights = weights + summary_weight * loss_weights(batch, name, token_mask=summary, **options)
-    return weights
+    actions = loss_weights(batch, name, token_mask=batch.token_mask & ~summary, **options)
+    return actions + summary_weight * loss_weights(batch, name, token_mask=summary, **options)

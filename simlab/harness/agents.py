@@ -41,39 +41,46 @@ def find_solver(env: Any, who: str) -> Any:
     )
 
 
+SUMMARY_MODES: dict[str, tuple[str, str]] = {
+    "scripted": ("relevant", "recency"),
+    "oracle": ("oracle", "oracle"),
+    "cued": ("cued", "random"),
+    "any_fact": ("random", "random"),
+}
+"""How each solver agent summarises: (the solver's mode with probability q, its mode otherwise). An agent
+whose two modes are one draws nothing."""
+EVERY_SOLVER = ("relevant", "recency", "oracle")
+"""Summary modes every task's solver has; the others are listed in a solver's ``MODES`` (KeyRecall)."""
+
+
 class SolverAgent:
-    """Acts and answers with the task solver; summarises in a mode chosen per summary."""
+    """Acts and answers with the task solver; summarises in a mode chosen per summary (:data:`SUMMARY_MODES`)."""
 
     def __init__(
         self,
         env: Any,
         *,
+        name: str = "scripted",
         seed: int = 0,
         quality: float = 1.0,
-        oracle: bool = False,
         compact_frac: float = 0.8,
-        mode: str | None = None,
     ) -> None:
-        self.name = mode or ("oracle" if oracle else "scripted")
-        self.solver = find_solver(env, self.name)
-        if mode is not None and mode not in getattr(self.solver, "MODES", ()):
-            raise ConfigError(f"agent {self.name!r} needs a task whose solver summarises by {mode!r} (KeyRecall); "
-                              f"this task's solver has modes {getattr(self.solver, 'MODES', ())}")
-        self.mode = mode
+        self.name = name
+        self.solver = find_solver(env, name)
+        needs = sorted(set(SUMMARY_MODES[name]) - set(EVERY_SOLVER) - set(getattr(self.solver, "MODES", ())))
+        if needs:
+            raise ConfigError(f"agent {name!r} needs a task whose solver summarises by {needs} (KeyRecall); this "
+                              f"task's solver has modes {getattr(self.solver, 'MODES', EVERY_SOLVER)}")
         self.rng = np.random.default_rng(seed)
         self.quality = float(quality)
-        self.oracle = oracle
         self.compact_frac = compact_frac
         """Under the ``policy`` trigger, emit COMPACT once the context reaches this share of W."""
 
     def _mode(self) -> str:
-        if self.mode == "cued":
-            return "cued" if self.rng.random() < self.quality else "random"
-        if self.mode is not None:
-            return self.mode
-        if self.oracle:
-            return "oracle"
-        return "relevant" if self.rng.random() < self.quality else "recency"
+        first, other = SUMMARY_MODES[self.name]
+        if first == other:
+            return first
+        return first if self.rng.random() < self.quality else other
 
     def generate(self, request: Request) -> Generation:
         """Tokens for every context in ``request``: actions and answers by the solver, summaries by mode."""
@@ -90,7 +97,7 @@ class SolverAgent:
                 out[r, 0] = self.solver.answer(ctx, self.rng)
             elif request.allowed[vocab.COMPACT] and full.size >= self.compact_frac * request.window:
                 out[r, 0] = vocab.COMPACT
-            elif self.oracle and hasattr(self.solver, "oracle_act"):  # tasks where acting well needs the target
+            elif self.name == "oracle" and hasattr(self.solver, "oracle_act"):  # acting well needs the target
                 out[r, 0] = self.solver.oracle_act(ctx, int(targets[r]), self.rng)
             else:
                 out[r, 0] = self.solver.act(ctx, self.rng)
@@ -167,7 +174,7 @@ imperfect teacher and summariser; the oracle's is 1)."""
 
 
 def _oracle(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
-    return SolverAgent(env, seed=seed, quality=1.0, oracle=True)
+    return SolverAgent(env, name="oracle", seed=seed)
 
 
 def _scripted(env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:
@@ -178,11 +185,31 @@ def _random(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
     return RandomAgent(env, seed=seed)
 
 
+def _cued(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
+    return SolverAgent(env, name="cued", seed=seed, quality=quality)
+
+
+def _any_fact(env: Any, *, seed: int = 0, quality: float = 1.0) -> Agent:
+    return SolverAgent(env, name="any_fact", seed=seed)
+
+
 AGENTS.add("oracle", _oracle)
 AGENTS.add("scripted", _scripted)
 AGENTS.add("random", _random)
-AGENTS.add("cued", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, quality=quality, mode="cued"))
-AGENTS.add("any_fact", lambda env, *, seed=0, quality=1.0: SolverAgent(env, seed=seed, mode="random"))
+AGENTS.add("cued", _cued)
+AGENTS.add("any_fact", _any_fact)
+
+
+def agent_fits(name: str, task: Any) -> str | None:
+    """Why the reference agent ``name`` cannot play ``task`` (a task config), or None when it can: the cue
+    agents summarise by a KeyRecall fact, and ``cued`` needs the cue it keeps."""
+    if name not in ("cued", "any_fact"):
+        return None
+    if "cue_reliability" not in type(task).model_fields:
+        return f"agent {name!r} keeps KeyRecall facts; choose a KeyRecall task or another agent"
+    if name == "cued" and task.cue_reliability is None:
+        return "agent 'cued' keeps the fact the cue names, and this task has none; set task.cue_reliability"
+    return None
 
 
 def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:

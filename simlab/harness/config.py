@@ -45,6 +45,12 @@ WINDOW_ONLY = ("never", "slide")
 """Trigger kinds that never summarise: a rollout never holds more than one window W of history."""
 
 
+def summary_room(summary_tokens: int, summary_budget: int | None) -> int:
+    """The most tokens one summary request generates: the budget of a variable-length summary, else the
+    fixed m."""
+    return summary_tokens if summary_budget is None else summary_budget
+
+
 def threshold(window: int, frac: float) -> int:
     """L = floor(frac x W), in tokens."""
     return math.floor(frac * window)
@@ -123,7 +129,8 @@ class HarnessConfig(Section):
     0: every summary is the summariser's own. Needs a summariser other than ``self`` and ``none``."""
 
     def check(self) -> None:
-        """``t_comp`` has to fit the window when the budget trigger reads it."""
+        """``t_comp`` has to fit the window when the budget trigger reads it, a summary's budget the window
+        (the threshold's room for it is :meth:`check_fits`'s), and a lossy summariser must be a separate one."""
         if _triggers().canonical(self.trigger) == "budget" and self.t_comp > self.window - 1:
             raise self.invalid("t_comp", int_text(1, self.window - 1))
         if self.summary_budget is not None and self.summary_budget > self.window - 1:
@@ -139,8 +146,8 @@ class HarnessConfig(Section):
 
     @property
     def summary_room(self) -> int:
-        """The most tokens one summary request generates: the budget, or the fixed m."""
-        return self.summary_tokens if self.summary_budget is None else self.summary_budget
+        """The most tokens one summary request generates (:func:`summary_room`)."""
+        return summary_room(self.summary_tokens, self.summary_budget)
 
     @property
     def v_sum_tokens(self) -> tuple[int, ...]:

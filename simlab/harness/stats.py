@@ -113,15 +113,16 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
 
 
 def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
-    """What the rollouts' summaries were, under :mod:`simlab.names`' keys: their length (mean and quantiles)
-    and, of those written in episodes with a cue, the shares holding the cued fact and holding another
-    one; NaN where none were."""
+    """What the rollouts' summaries were, under :mod:`simlab.names`' keys: their length (mean and quantiles),
+    the share holding the asked fact, and of those written in episodes with a cue, the shares holding the
+    cued fact and holding another one; NaN where none were."""
     lengths = np.array([n for r in rollouts for n in r.summary_lengths], dtype=np.float64)
-    written = lengths.size
-    out = {names.SUMMARY_LENGTH: float(lengths.mean()) if written else math.nan}
-    for q in names.QUANTILES:
-        key = names.SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100))
-        out[key] = float(np.quantile(lengths, q)) if written else math.nan
+    written = sum(r.summaries for r in rollouts)
+    held = sum(r.summaries_with_answer for r in rollouts)
+    out = {names.SUMMARY_LENGTH: float(lengths.mean()) if lengths.size else math.nan,
+           names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan}
+    for q, key in zip(names.QUANTILES, names.SUMMARY_LENGTH_QUANTILES, strict=True):
+        out[key] = float(np.quantile(lengths, q)) if lengths.size else math.nan
     cued = sum(r.cued_summaries for r in rollouts)
     for key, field in ((names.SUMMARY_HOLDS_CUED, "summaries_with_cued"),
                        (names.SUMMARY_HOLDS_UNCUED, "summaries_with_uncued")):
@@ -133,7 +134,7 @@ def _summary_lines(content: dict[str, float]) -> list[str]:
     """What the summaries were: length, and with a cue the shares holding the cued fact and another."""
     if math.isnan(content[names.SUMMARY_LENGTH]):
         return []
-    q = [content[names.SUMMARY_LENGTH_QUANTILE.format(q=int(x * 100))] for x in names.QUANTILES]
+    q = [content[key] for key in names.SUMMARY_LENGTH_QUANTILES]
     line = f"  summaries        mean {content[names.SUMMARY_LENGTH]:.2f} tokens (q10/50/90 {q[0]:g}/{q[1]:g}/{q[2]:g})"
     if not math.isnan(content[names.SUMMARY_HOLDS_CUED]):
         line += (f"; hold the cued fact {content[names.SUMMARY_HOLDS_CUED]:.3f}, "

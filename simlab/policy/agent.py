@@ -147,10 +147,13 @@ class PolicyAgent:
 
 class _Stop:
     """A variable-length request's end token (``Request.stop_token``): once a row has emitted it, the row
-    may only repeat it (log-prob 0), and decoding ends when every row has; ``None`` changes nothing."""
+    may only repeat it (log-prob 0), and on the CPU decoding ends when every row has; ``None`` changes
+    nothing. On CUDA the request runs its whole budget instead: asking whether every row has ended would
+    read the device back once per token, the stall a request otherwise avoids (``_checked``)."""
 
     def __init__(self, token: int | None, n: int, allowed: Tensor) -> None:
         self.token = token
+        self.early = allowed.device.type == "cpu"
         self.ended = torch.zeros(n, dtype=torch.bool, device=allowed.device)
         self.only = torch.zeros_like(allowed[:1])  # (1, V)
         if token is not None:
@@ -165,7 +168,7 @@ class _Stop:
         if self.token is None:
             return False
         self.ended |= tokens == self.token
-        return bool(self.ended.all())
+        return self.early and bool(self.ended.all())
 
     def fill(self, out: np.ndarray, k: int) -> np.ndarray:
         """(n, k, 3): ``out`` (n, k' <= k, 3) with the columns decoding skipped as the end token, log-prob 0."""

@@ -67,7 +67,7 @@ CHART_SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("simlab-summaries", "Summaries: length, content, and the stall pair (compaction rate, compacted success)", (
         ("BAR", names.metric(names.EVAL_COMPACTED, names.SUMMARY_HOLDS_CUED)),
         *(("LINE", names.metric(prefix, key)) for prefix in (names.EVAL_COMPACTED, names.TRAIN) for key in (
-            names.SUMMARY_LENGTH, *(names.SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in names.QUANTILES),
+            names.SUMMARY_LENGTH, *names.SUMMARY_LENGTH_QUANTILES,
             names.SUMMARY_HOLDS_ANSWER, names.SUMMARY_HOLDS_CUED, names.SUMMARY_HOLDS_UNCUED)),
         ("LINE", names.TRAIN_COMPACTION_RATE), ("LINE", names.TRAIN_SUMMARISED_SUCCESS),
         ("LINE", names.health(names.STALL)),

@@ -272,11 +272,11 @@ class Trainer:
         metrics.update(rollout_metrics(rb, names.TRAIN))
         metrics.update(self.health(batch, adv))
         if policy_update:
-            self.trend.append((metrics[names.metric(names.TRAIN, names.SEGMENTS_MEAN)],
-                               metrics[names.TRAIN_SUMMARISED_SUCCESS]))
-            metrics[names.health(names.STALL)] = credit.health.stall(*np.asarray(self.trend).T)
+            metrics[names.health(names.STALL)] = self.stall(metrics)
         optimised = int(batch.seg_tokens.sum())
-        update_tokens = int(tb.tokens.ne(0).sum()) * self.update_passes(policy_update, "targets" in grids)
+        # the real rows' tokens (not "token != PAD": a variable-length summary's end token has PAD's id)
+        passes = self.update_passes(policy_update, "targets" in grids)
+        update_tokens = int(tb.lengths[: len(rb.segments)].sum()) * passes
         metrics.update({
             names.PERF_ROLLOUT_S: t_roll, names.PERF_UPDATE_S: t_update,
             names.PERF_ENV_STEPS_PER_S: sum(r.steps for r in rb.rollouts) / max(t_roll, 1e-9),
@@ -321,6 +321,12 @@ class Trainer:
         passes += (0 if self.first_epoch_scores_old() else 1) + t.epochs if policy_update else 0
         passes += t.value_updates if critic_update else 0
         return passes
+
+    def stall(self, metrics: dict[str, float]) -> float:
+        """The stall signal (``credit.health.stall``) over the training steps so far, this one included."""
+        self.trend.append((metrics[names.metric(names.TRAIN, names.SEGMENTS_MEAN)],
+                           metrics[names.TRAIN_SUMMARISED_SUCCESS]))
+        return credit.health.stall(*np.asarray(self.trend).T)
 
     def health(self, batch: SegmentBatch, adv: np.ndarray) -> dict[str, float]:
         """The credit layer's health summary of the batch, and its advantages against the reference."""

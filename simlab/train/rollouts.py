@@ -71,8 +71,6 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
     finished = np.array([r.finished for r in rb.rollouts])
     segments = rb.batch.segments_per_rollout
     compacted = segments > 1
-    written = sum(r.summaries for r in rb.rollouts)
-    held = sum(r.summaries_with_answer for r in rb.rollouts)
     out = {
         names.SUCCESS: float(np.mean(rewards >= 1.0)),
         names.RETURN: float(rewards.mean()),
@@ -81,7 +79,6 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
         names.COMPACTION_RATE: float(compacted.mean()),
         names.STEPS: float(np.mean([r.steps for r in rb.rollouts])),
         names.SUMMARISED_SUCCESS: float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan,
-        names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan,
         **summary_content(rb.rollouts),
     }
     return {names.metric(prefix, k): v for k, v in out.items()}

@@ -102,7 +102,7 @@ def test_the_cue_names_the_asked_fact_as_often_as_its_reliability_says(rho: floa
     assert (np.sort(inst.facts, axis=1)[:, 1:] != np.sort(inst.facts, axis=1)[:, :-1]).all()  # distinct values
     assert np.mean(inst.cued == asked) == pytest.approx(rho + (1 - rho) / f, abs=0.03)
     k0 = keyrecall.key_tokens(cfg)[0]
-    cued_key = inst.prompt[:, keyrecall.CUE_AT - 1]  # the env's prompt has no BOS; a working context does
+    cued_key = inst.prompt[:, keyrecall.cue_position(cfg) - 1]  # the env's prompt has no BOS; a context does
     assert (cued_key >= k0).all() and (cued_key == inst.target).mean() == pytest.approx(np.mean(inst.cued == asked))
 
 
@@ -141,7 +141,7 @@ def test_without_a_cue_the_cued_shares_are_not_a_number():
 
 def test_the_cue_agents_need_a_keyrecall_task():
     env = gymnasium.make_vec("simlab/PeekRead-v0", num_envs=2, config=PRESETS["peekread-pos"].task)
-    with pytest.raises(ConfigError, match="'cued' needs a task whose solver summarises by 'cued'"):
+    with pytest.raises(ConfigError, match=r"'cued' needs a task whose solver summarises by \['cued', 'random'\]"):
         make_agent("cued", env)
 
 
