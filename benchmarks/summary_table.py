@@ -7,13 +7,17 @@ change with its SE over seeds (t, df = seeds - 1), and on how many seeds it rose
 each arm's final value is also paired by seed against arm V's, with its SE and two-sided p. Rates print
 in points.
 
+``--figure PATH`` draws, per arm, the first metric's mean over seeds at every evaluation (the band: the
+seeds' range), over training.
+
     python benchmarks/summary_table.py --experiment summaries-relevance [--export] [--baseline V]
-        [--metrics eval/compacted/summary_holds_cued ...]
+        [--metrics eval/compacted/summary_holds_cued ...] [--figure docs/img/summaries/relevance.png]
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -60,20 +64,47 @@ def table(data: SpecData, metrics: tuple[str, ...], baseline: str | None) -> str
                       f"{_cell(change, scale)} ({int((change > 0).sum())}/{arm.height})"]
             if baseline is not None:
                 cells.append(_paired(frames[m], variant, baseline, scale))
-        rows.append(f"| {variant} | {arm.height} | " + " | ".join(cells) + " |")
+        rows.append(f"| {variant.removeprefix('variant=')} | {arm.height} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def _paired(frame: pl.DataFrame, variant: str, baseline: str, scale: float) -> str:
     """The arm's final value minus the baseline arm's, paired by seed: mean ± SE (p)."""
-    if variant == baseline:
+    if variant.removeprefix("variant=") == baseline:
         return ""
     pair = frame.filter(pl.col("variant") == variant).join(
-        frame.filter(pl.col("variant") == baseline), on="seed", suffix="_b")
+        frame.filter(pl.col("variant").str.strip_prefix("variant=") == baseline), on="seed", suffix="_b")
     if pair.height < 2:
         return "n/a"
     est = levels.from_seeds(scale * (pair["last"] - pair["last_b"]).to_numpy())
     return f"{est.mean:+.1f} ± {est.se:.1f} (p {power.two_sided_p(est.mean, est.se, est.df):.3f})"
+
+
+def curve_figure(data: SpecData, metric: str, path: Path) -> Path:
+    """Each arm's ``metric`` over training: the mean over seeds, and the seeds' range as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    assert data.history is not None, "the export has no histories"
+    h = data.history.filter(pl.col("key") == metric).join(data.runs.select("run_id", "variant"), on="run_id")
+    curves = h.group_by("variant", "step").agg(pl.col("value").mean().alias("mean"), pl.col("value").min().alias("lo"),
+                                               pl.col("value").max().alias("hi")).sort("variant", "step")
+    scale = 100.0 if names.is_rate(metric) else 1.0
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    for (variant,), c in curves.group_by("variant", maintain_order=True):
+        line = ax.plot(c["step"], scale * c["mean"], marker="o", ms=3, label=str(variant).removeprefix("variant="))
+        ax.fill_between(c["step"], scale * c["lo"], scale * c["hi"], alpha=0.12, color=line[0].get_color())
+    ax.set_xlabel("RL step")
+    ax.set_ylabel(metric + (" (points)" if scale != 1.0 else ""))
+    ax.legend(fontsize="x-small", ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def main() -> None:
@@ -82,8 +113,12 @@ def main() -> None:
     parser.add_argument("--export", action="store_true", help="write the exports from the live store first")
     parser.add_argument("--baseline", help="pair every arm's final value with this arm's, by seed")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS))
+    parser.add_argument("--figure", type=Path, help="draw the first metric over training here")
     args = parser.parse_args()
-    print(table(spec_data(args.experiment, args.export), tuple(args.metrics), args.baseline))
+    data = spec_data(args.experiment, args.export)
+    print(table(data, tuple(args.metrics), args.baseline))
+    if args.figure is not None:
+        print(f"figure {curve_figure(data, args.metrics[0], args.figure)}")
 
 
 if __name__ == "__main__":

@@ -154,10 +154,11 @@ class _Stop:
     def __init__(self, token: int | None, n: int, allowed: Tensor) -> None:
         self.token = token
         self.early = allowed.device.type == "cpu"
+        if token is None:  # every action and answer request: nothing to allocate
+            return
         self.ended = torch.zeros(n, dtype=torch.bool, device=allowed.device)
         self.only = torch.zeros_like(allowed[:1])  # (1, V)
-        if token is not None:
-            self.only[0, token] = True
+        self.only[0, token] = True
 
     def allowed(self, allowed: Tensor) -> Tensor:
         """(n, V) each row's mask: the phase's, or only the end token once the row has ended."""
