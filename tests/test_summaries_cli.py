@@ -24,7 +24,11 @@ set = { task.preset = "keyrecall-mark-budget" }
 
 [[variants]]
 name = "cue-half"
-set = { task.preset = "keyrecall-cue", task.cue_reliability = 0.5, train.summary_loss = "separate", train.summary_weight = 2.0 }
+[variants.set]
+task.preset = "keyrecall-cue"
+task.cue_reliability = 0.5
+train.summary_loss = "separate"
+train.summary_weight = 2.0
 
 [objective]
 metric = "eval/compacted/summary_holds_cued"

@@ -46,14 +46,14 @@ COUNTED = ("eval/", "train/", "health/segments/", "perf/optimised_tokens", "perf
            "perf/update_tokens")
 
 PINNED: dict[str, dict[str, Any]] = {
-    "normaliser=segment,seed=0": {"value": 0.125, "keys": "286dbcbac404bb6e", "counts": "ef4cc62c0c3fc982",
-                                  "sum": 34.03264999476597, "weighted": 766.3608665149617},
-    "normaliser=segment,seed=1": {"value": 0.0, "keys": "286dbcbac404bb6e", "counts": "0c4d016c91e7b95f",
-                                  "sum": 33.878091588446416, "weighted": 766.9636962589639},
-    "normaliser=token,seed=0": {"value": 0.125, "keys": "286dbcbac404bb6e", "counts": "ef4cc62c0c3fc982",
-                                "sum": 34.15173963088565, "weighted": 770.6307745518575},
-    "normaliser=token,seed=1": {"value": 0.0, "keys": "286dbcbac404bb6e", "counts": "0c4d016c91e7b95f",
-                                "sum": 33.86229357309684, "weighted": 766.1633216705661},
+    "normaliser=segment,seed=0": {"value": 0.125, "keys": "a8429c0877fe88db", "counts": "22fffec99f85263e",
+                                "sum": 34.03264999476597, "weighted": 773.7510002051323},
+    "normaliser=segment,seed=1": {"value": 0.0, "keys": "a8429c0877fe88db", "counts": "05a0052ef5f9f611",
+                                "sum": 33.878091588446416, "weighted": 775.0447131364954},
+    "normaliser=token,seed=0": {"value": 0.125, "keys": "a8429c0877fe88db", "counts": "22fffec99f85263e",
+                              "sum": 34.15173963088565, "weighted": 778.2590875142674},
+    "normaliser=token,seed=1": {"value": 0.0, "keys": "a8429c0877fe88db", "counts": "05a0052ef5f9f611",
+                              "sum": 33.86229357309684, "weighted": 774.2127425173985},
 }
 
 

@@ -179,7 +179,10 @@ def test_every_summariser_the_harness_accepts_builds(tmp_path):
     from simlab.train.rollouts import make_env
 
     for name in ("self", "none", *AGENTS.names()):
-        cfg = resolve(tiny(harness={"summariser": name}))
+        # the cue agents play a task with a cue (elsewhere the config refuses them: test_summaries.py)
+        cue = {"cue_reliability": 0.5, "num_facts": 2, "hard_frac": 0.0}
+        task = {"task": cue} if name in ("cued", "any_fact") else {}
+        cfg = resolve(tiny(harness={"summariser": name}, **task))
         summariser_for(name)(cfg, make_env(cfg, 2), seed=0, base_path=None)
 
 
