@@ -24,7 +24,8 @@ def value_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
 
 
 def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
-    """The prompt: ``TASK`` and the number of facts (as a content token); with a cue, the cued key follows."""
+    """The prompt every instance shares: ``TASK`` and the number of facts (as a content token); a cue in the
+    prompt is appended per instance by :func:`generate` (:func:`prompt_len` counts it)."""
     return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
 
 

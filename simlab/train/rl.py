@@ -169,12 +169,11 @@ class Trainer:
         if t.whiten:
             adv = credit.whiten(adv, batch.token_mask)
         options = {"overlong_mask": t.overlong_mask, "row_weight": t.row_weight}
-        if t.summary_loss == "separate":
-            summary = batch.token_mask & ~not_summary(batch, tb)
-            weights = credit.separated_loss_weights(batch, t.normaliser, summary=summary,
+        token_mask = None if t.summary_loss == "train" else not_summary(batch, tb)
+        if token_mask is not None and t.summary_loss == "separate":
+            weights = credit.separated_loss_weights(batch, t.normaliser, summary=batch.token_mask & ~token_mask,
                                                     summary_weight=t.summary_weight, **options)
         else:
-            token_mask = not_summary(batch, tb) if t.summary_loss == "mask" else None
             weights = credit.loss_weights(batch, t.normaliser, token_mask=token_mask, **options)
         grids = {"advantages": to_token_grid(adv, batch, tb), "weights": to_token_grid(weights, batch, tb)}
         if est.value_targets is not None:
