@@ -40,7 +40,14 @@ from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES, Recipe
 from simlab.rules import Names, Seed, check_value
-from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS, BaseConfig, EvalConfig, TrainConfig
+from simlab.run_sections import (
+    BASE_LATER_SETTINGS,
+    EVAL_SEED_STRIDE,
+    RUN_EVAL_SEEDS,
+    BaseConfig,
+    EvalConfig,
+    TrainConfig,
+)
 from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, set_path
 from simlab.schema import flatten as flatten_paths
 from simlab.tasks.config import TaskConfig
@@ -88,6 +95,11 @@ class RunConfig(Section):
             raise ConfigError.invalid("eval.seed", self.eval.seed, "held-out seeds start above the training "
                                       f"instances, so choose an integer > {need} (train.prompts, base.episodes) "
                                       "or 'run'")
+        if self.base.compact_hazard and not (self.harness.trigger == "policy" and self.base.compact_demos):
+            raise ConfigError.invalid("base.compact_hazard", self.base.compact_hazard,
+                                      "the teacher emits COMPACT only in demonstrations under the 'policy' trigger "
+                                      f"(harness.trigger={self.harness.trigger!r}, base.compact_demos="
+                                      f"{self.base.compact_demos}); leave it 0 or set both")
         for key, name in (("base.teacher", self.base.teacher), ("harness.summariser", self.harness.summariser)):
             if (why := agent_fits(name, self.task)) is not None:
                 raise ConfigError.invalid(key, name, why)
@@ -142,9 +154,9 @@ class RunConfig(Section):
         harness, the policy shape, ``base``. Tasks that differ only in what ``teach = "full"`` takes away
         (PeekRead's coupling) share one base model."""
         policy = {k: v for k, v in plain(self.policy).items() if k != "value_head"}  # heads are added later
-        base = {**{k: v for k, v in plain(self.base).items() if k != "cache"}, "seed": self.base_seed}
-        if base["teach"] == "task":
-            del base["teach"]  # the default leaves the keys of base models built before the setting unchanged
+        base = {**{k: v for k, v in plain(self.base).items()
+                   if k != "cache" and (k not in BASE_LATER_SETTINGS or BASE_LATER_SETTINGS[k] != v)},
+                "seed": self.base_seed}
         task = hashed_fields(self.base_task(), BASE_LATER_FIELDS)
         payload = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,

@@ -210,6 +210,11 @@ class TrainConfig(Section):
         return opts
 
 
+BASE_LATER_SETTINGS: dict[str, Any] = {"teach": "task", "compact_hazard": 0.0}
+"""``base`` settings added after base models were built, with their defaults: a base model that leaves one at
+its default keeps the key it had before the setting existed (``RunConfig.base_key``)."""
+
+
 class BaseConfig(Section):
     """The "base model": behaviour cloning from a reference agent, built once per task preset and cached."""
 
@@ -236,6 +241,10 @@ class BaseConfig(Section):
     compact_demos: bool = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit
     COMPACT (AutoCompact's cold-start SFT); other triggers simply never allow COMPACT."""
+    compact_hazard: Unit = 0.0
+    """Under the ``policy`` trigger, the teacher's chance per action step of emitting COMPACT before its usual
+    point (0.8 W), in [0, 1]: its demonstrations then compact at varied points, so the base model's
+    compactions vary within a group (0: the teacher compacts at 0.8 W, as before the setting existed)."""
     cache: bool = True
     """Reuse a cached checkpoint addressed by this config, the task and the policy shape."""
     seed: Annotated[int, Field(ge=0, le=SEED_MAX)] | Literal["run"] = 0

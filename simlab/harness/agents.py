@@ -64,6 +64,7 @@ class SolverAgent:
         seed: int = 0,
         quality: float = 1.0,
         compact_frac: float = 0.8,
+        compact_hazard: float = 0.0,
     ) -> None:
         self.name = name
         self.solver = find_solver(env, name)
@@ -75,12 +76,18 @@ class SolverAgent:
         self.quality = float(quality)
         self.compact_frac = compact_frac
         """Under the ``policy`` trigger, emit COMPACT once the context reaches this share of W."""
+        self.compact_hazard = compact_hazard
+        """Under the ``policy`` trigger, also emit COMPACT earlier, with this probability at each action step
+        (0: never; the random draw is skipped, so the agent's stream is as without it)."""
 
     def _mode(self) -> str:
         first, other = SUMMARY_MODES[self.name]
         if first == other:
             return first
         return first if self.rng.random() < self.quality else other
+
+    def _compacts_early(self) -> bool:
+        return self.compact_hazard > 0 and bool(self.rng.random() < self.compact_hazard)
 
     def generate(self, request: Request) -> Generation:
         """Tokens for every context in ``request``: actions and answers by the solver, summaries by mode."""
@@ -95,7 +102,8 @@ class SolverAgent:
                 )
             elif request.phase == Phase.ANSWER:
                 out[r, 0] = self.solver.answer(ctx, self.rng)
-            elif request.allowed[vocab.COMPACT] and full.size >= self.compact_frac * request.window:
+            elif request.allowed[vocab.COMPACT] and (full.size >= self.compact_frac * request.window
+                                                     or self._compacts_early()):
                 out[r, 0] = vocab.COMPACT
             elif self.name == "oracle" and hasattr(self.solver, "oracle_act"):  # acting well needs the target
                 out[r, 0] = self.solver.oracle_act(ctx, int(targets[r]), self.rng)
@@ -212,8 +220,16 @@ def agent_fits(name: str, task: Any) -> str | None:
     return None
 
 
-def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY) -> Agent:
-    """Build the registered agent ``name``; unknown names list the valid ones."""
+def make_agent(name: str, env: Any, *, seed: int = 0, quality: float = SCRIPTED_QUALITY,
+               compact_hazard: float = 0.0) -> Agent:
+    """Build the registered agent ``name``; unknown names list the valid ones. ``compact_hazard`` (a solver
+    agent's, :attr:`SolverAgent.compact_hazard`): its chance per action step of an early COMPACT."""
     if not (isinstance(quality, (int, float)) and not isinstance(quality, bool) and 0.0 <= quality <= 1.0):
         raise ConfigError.invalid("agent.quality", quality, "choose a value in [0, 1]")
-    return AGENTS.get(name)(env, seed=seed, quality=quality)
+    agent = AGENTS.get(name)(env, seed=seed, quality=quality)
+    if compact_hazard:
+        if not isinstance(agent, SolverAgent):
+            raise ConfigError.invalid("base.compact_hazard", compact_hazard,
+                                      f"agent {name!r} does not compact by a rule; choose a solver agent or 0")
+        agent.compact_hazard = float(compact_hazard)
+    return agent

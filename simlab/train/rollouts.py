@@ -18,7 +18,7 @@ from simlab import (
     tasks,  # noqa: F401  (registers the simlab/ envs)
 )
 from simlab.config import RunConfig
-from simlab.harness import HarnessConfig, RolloutBatch, run_rollouts
+from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
 from simlab.harness.stats import summary_content
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
@@ -55,7 +55,10 @@ def collect(
     env = make_env(cfg, n, cfg.base_task() if teacher is not None else None)  # a teacher plays base.teach
     frozen = summariser_for(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:
-        rb = run_rollouts(env, teacher, harness, seed=seed, group_size=group_size, summariser=frozen,
+        hazard = cfg.base.compact_hazard  # an early-compacting teacher is built here; a plain one by name
+        actor = teacher if not hazard else make_agent(teacher, env, seed=seed, quality=cfg.base.quality,
+                                                      compact_hazard=hazard)
+        rb = run_rollouts(env, actor, harness, seed=seed, group_size=group_size, summariser=frozen,
                           quality=cfg.base.quality)
         return rb, env, None
     assert policy is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -51,3 +52,38 @@ def test_a_bad_teaching_task_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "`base.teach='half'` is invalid; choose one of 'task', 'full'" in result.output
     assert not any(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------- base.compact_hazard
+AUTOCOMPACT = {"task": {"preset": "keyrecall-mark"}, "train": {"recipe": "autocompact"},
+               "base": {"teacher": "cued", "quality": 0.8}}
+
+
+def test_an_early_compacting_teacher_is_its_own_base_model_and_the_default_keeps_the_key() -> None:
+    plain_teacher = resolve(AUTOCOMPACT)
+    early = resolve({**AUTOCOMPACT, "base": {**AUTOCOMPACT["base"], "compact_hazard": 0.15}})
+    assert plain_teacher.base.compact_hazard == 0.0
+    assert early.base_key() != plain_teacher.base_key()
+    for preset in KEYS_BEFORE:  # the setting at its default leaves every earlier key as it was
+        assert resolve({"task": {"preset": preset}}).base_key() == KEYS_BEFORE[preset]
+
+
+def _segment_counts(hazard: float) -> np.ndarray:
+    cfg = resolve({**AUTOCOMPACT, "base": {**AUTOCOMPACT["base"], "compact_hazard": hazard}})
+    rb, _, _ = collect(cfg, None, harness=cfg.harness, prompts=32, group_size=4, seed=3, teacher="cued")
+    return np.array([r.compactions + 1 for r in rb.rollouts]).reshape(32, 4)
+
+
+def test_an_early_compacting_teacher_compacts_more_and_at_varied_points_within_a_group() -> None:
+    plain_k, early_k = _segment_counts(0.0), _segment_counts(0.3)
+    assert early_k.mean() > plain_k.mean() + 0.5
+    assert early_k.std(axis=1).mean() > 2 * plain_k.std(axis=1).mean() + 0.2  # K now varies inside a group
+    assert np.array_equal(_segment_counts(0.0), plain_k)  # the default draws nothing: the same stream
+
+
+def test_an_early_compacting_teacher_needs_the_policy_trigger(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["train", "--set", "base.compact_hazard=0.2", "--store", str(tmp_path / "s"),
+                                      "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and not (tmp_path / "s").exists() and not (tmp_path / "run").exists()
+    line = result.output.strip()
+    assert "\n" not in line and "base.compact_hazard=0.2" in line and "'policy' trigger" in line
