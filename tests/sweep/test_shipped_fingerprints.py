@@ -58,6 +58,8 @@ PINNED = {
     'recipes-question': '120c5c84f59739e5',
     'resum-lossy': 'fdbb6ce5b6dd763a',
     'summariser-swap': '98e9f0a0993ace6f',
+    'summaries/compaction-credit': '1b6a20fc447e07ec',
+    'summaries/duo-credit': 'ac021628bfe31089',
     'summaries/length': 'bd6d04c938b6cef0',
     'summaries/relevance': '18e146fedc769434',
     'threshold': 'da315df9aa4355af',
