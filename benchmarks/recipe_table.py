@@ -6,7 +6,8 @@ the learning gain (last minus step 0 on the instances evaluated at both, mean ±
 seeds learned (a seed learns when its own gain is at least +10 points and 3 SEs of its paired instance
 differences: issue 22's bar), the final overlong rate and segments per episode, tokens per episode, and
 the RL compute time per run (rollouts plus updates, evaluations excluded); ranked by the gain (ties where
-two recipes are not 2σ apart), with each recipe's effective context H = L x (S + 1) from its run config.
+two recipes' paired difference has Holm p >= 0.05 over every pair, the findings' rule), with each recipe's
+effective context H = L x (S + 1) from its run config.
 
     python benchmarks/recipe_table.py --export    # write analysis/findings/recipes.* from the live store first
     python benchmarks/recipe_table.py             # print the table (Markdown) from the committed exports
@@ -82,27 +83,29 @@ def effective_context(experiment: str) -> pl.DataFrame:
     return pl.DataFrame({"variant": list(rows), "horizon": list(rows.values())})
 
 
-def paired_se(gains: pl.DataFrame, variants: list[str]) -> np.ndarray:
-    """(V, V) SE of the mean per-seed gain difference between two recipes over the seeds they share (NaN
-    under two shared seeds): recipes with one seed's base model and held-out set are compared seed by seed."""
+def paired_se(gains: pl.DataFrame, variants: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(V, V) SE of the mean per-seed gain difference between two recipes over the seeds they share, and its
+    degrees of freedom (shared seeds - 1); NaN under two shared seeds: recipes with one seed's base model and
+    held-out set are compared seed by seed."""
     by = {v: dict(gains.filter(pl.col("variant") == v).select("seed", "gain").iter_rows()) for v in variants}
-    out = np.full((len(variants), len(variants)), np.nan)
+    se, df = np.full((len(variants), len(variants)), np.nan), np.full((len(variants), len(variants)), np.nan)
     for i, a in enumerate(variants):
         for j, b in enumerate(variants):
             shared = sorted(set(by[a]) & set(by[b]))
             if i != j and len(shared) >= 2:
                 d = np.array([by[b][s] - by[a][s] for s in shared])
-                out[i, j] = d.std(ddof=1) / math.sqrt(len(shared))
-    return out
+                se[i, j], df[i, j] = d.std(ddof=1) / math.sqrt(len(shared)), len(shared) - 1
+    return se, df
 
 
 def ranked(t: pl.DataFrame, gains: pl.DataFrame) -> pl.DataFrame:
-    """The table with the gain's 95% t interval over seeds and a tie-aware rank by gain (ties below 2σ,
-    paired by seed where two recipes share seeds)."""
+    """The table with the gain's 95% t interval over seeds and a rank by gain: a recipe is behind another
+    when their paired difference has Holm-adjusted p < 0.05 over every pair (the findings' rule)."""
     half = [t_quantile(0.975, n - 1) * se if n > 1 and se is not None else math.nan
             for n, se in zip(t["seeds"], t["gain_se"], strict=True)]
     ses = [math.nan if se is None else se for se in t["gain_se"]]
-    rank = rank_with_ties(t["gain"], ses, pair_se=paired_se(gains, t["variant"].to_list()))
+    pair_se, pair_df = paired_se(gains, t["variant"].to_list())
+    rank = rank_with_ties(t["gain"], ses, [n - 1 for n in t["seeds"]], pair_se=pair_se, pair_df=pair_df)
     t = t.with_columns(pl.Series("gain_half", half), pl.Series("rank", rank))
     return t.sort("rank", "gain", descending=[False, True])
 

@@ -11,7 +11,7 @@ import functools
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
@@ -26,6 +26,7 @@ from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, re
 from simlab.schema import read_toml
 
 if TYPE_CHECKING:
+    from simlab.config import RunConfig
     from simlab.sweep.spec import SweepSpec
 
 STATISTICS = (*outcomes.STATISTICS, "slope")
@@ -131,6 +132,10 @@ class FindingRow(BaseModel):
     control_vacuous: str = ""
     """Why the control cannot show the mechanism absent (a control that learned nothing controls nothing);
     such a row is never reproduced."""
+    control_by_construction: str = ""
+    """Why the control's two arms are identical however the runs go (K = 1, no overlong rollout): such a
+    control cannot show the mechanism absent, so it never decides a finding's direction on its own
+    (a control measured identical on every seed counts as one too)."""
     dose: Number | None = None
     """Where the row sits on its campaign's dose axis (the coupling, G, K, the overlong rate): the rows of
     one spec with a dose form a dose-response curve."""
@@ -200,7 +205,10 @@ def parse_rows(path: Path) -> list[FindingRow]:
     if not isinstance(rows, list):
         raise FindingsError(f"{path.name}: {ConfigError.invalid('findings', rows, 'give an array of tables')}")
     spec = str(raw.get("name", path.stem))
-    return [_parse_row(path, spec, f"findings[{i}]", row) for i, row in enumerate(rows)]
+    parsed = [_parse_row(path, spec, f"findings[{i}]", row) for i, row in enumerate(rows)]
+    for row in parsed:
+        check_curve(row)
+    return parsed
 
 
 def _parse_row(path: Path, spec: str, where: str, row: Any) -> FindingRow:
@@ -227,6 +235,9 @@ class Design:
     """Every seed started from one base model (``base.seed`` an integer)."""
     eval_fixed: bool
     """Every seed played one held-out set (``eval.seed`` an integer)."""
+    evaluations: Mapping[str, int] = field(default_factory=dict)
+    """The fewest evaluations any grid point logs, per evaluation prefix (``eval/compacted``,
+    ``eval/single_window``); empty when the spec does not resolve."""
 
     @property
     def conditional(self) -> str:
@@ -287,5 +298,32 @@ def _spec_design(text: str) -> Design:
         cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
     except ConfigError:  # a config or spec error (TrialBackend.build's contract)
         return Design(None, True, True)
+    counts = [evaluations(c) for c in cfgs]
     return Design(min(int(c.eval.episodes) for c in cfgs), any(c.base.seed != "run" for c in cfgs),
-                  any(c.eval.seed != "run" for c in cfgs))
+                  any(c.eval.seed != "run" for c in cfgs), {k: min(n[k] for n in counts) for k in counts[0]})
+
+
+def evaluations(cfg: RunConfig) -> dict[str, int]:
+    """How many evaluations a run of ``cfg`` logs, per evaluation prefix: one at every ``eval.every``-th
+    step and one after the last (the trainer's schedule); single-window ones only at the last unless
+    ``eval.curve_single_window``."""
+    steps = int(cfg.train.steps)
+    points = len({*range(0, steps + 1, int(cfg.eval.every)), steps})
+    single = (points if cfg.eval.curve_single_window else 1) if cfg.eval.single_window else 0
+    return {names.EVAL_COMPACTED: points, names.EVAL_SINGLE_WINDOW: single}
+
+
+CURVE_STATISTICS = ("auc", "steps_to")
+"""Statistics read off a run's learning curve: they need at least two evaluations of the row's metric."""
+
+
+def check_curve(row: FindingRow) -> None:
+    """Refuse a row whose statistic reads a curve its design never logs (fewer than two evaluations)."""
+    prefix = row.metric.rsplit("/", 1)[0]
+    have = design(row).evaluations.get(prefix)
+    if row.statistic in CURVE_STATISTICS and have is not None and have < 2:
+        err = FindingsError.invalid(
+            f"findings.{row.id}.statistic", row.statistic,
+            f"its spec {row.spec!r} evaluates {row.metric} {have} time(s) per run, and a curve needs 2 or more; "
+            "choose 'final' or give the spec more evaluations (eval.every, eval.curve_single_window)")
+        raise FindingsError(f"{row.spec_path.name}: {err}")

@@ -33,7 +33,7 @@ import numpy as np
 from simlab.analysis.replication.arms import arm, arm_runs, check_arms, scale
 from simlab.analysis.replication.data import EXPORT_DIR, SpecData, column, live_data, read_export, write_export
 from simlab.analysis.replication.spec import ARMS, FindingRow, design, parse_rows
-from simlab.analysis.replication.verdicts import Family, Levels, verdict
+from simlab.analysis.replication.verdicts import Family, Levels, by_construction, verdict
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.compare import Judgement
 from simlab.errors import FindingsError
@@ -136,7 +136,8 @@ def _base(row: FindingRow, source: str, levels: Levels) -> dict[str, Any]:
             "seeds_vary": spec.seeds_vary, "conditional": spec.conditional, "margin": row.equivalence_margin,
             "alpha": levels.alpha, "power": levels.power, "dose": row.dose, "dose_label": row.dose_label,
             "control_dose": row.control_dose, "superseded_by": row.superseded_by, "reruns": row.reruns,
-            "family": row.family, "unit": "steps" if row.statistic == "steps_to" else (
+            "family": row.family, "control_by_construction": row.control_by_construction,
+            "unit": "steps" if row.statistic == "steps_to" else (
                 "points" if scale(row.metric) == stats.POINTS else "metric units")}
 
 
@@ -149,6 +150,7 @@ def record(row: FindingRow, got: Measured | None, source: str, levels: Levels,
             "p": None, "p_holm": None, "family_size": 0, "verdict": "not run",
             "reason": f"no finished runs of {row.spec}", "undecided_by": "", "mechanism": []}
     said = verdict(row, got.main, got.control, family)
+    base["control_by_construction"] = by_construction(row, got.control)
     p = None if got.main is None else finite(got.main.p)
     return base | _fields("", got.main) | _fields("control_", got.control) | {
         "p": p, "p_holm": family.p if family is not None else p, "family_size": family.size if family else int(
@@ -164,18 +166,26 @@ def evaluate_row(row: FindingRow, data: SpecData | None, source: str, levels: Le
 
 
 def families(rows: list[FindingRow], measured: list[Measured | None]) -> list[Family | None]:
-    """Each row's Holm family: the credit and serving rows of one campaign with a measured difference,
-    adjusted together; ``None`` for a check or a row without one."""
+    """Each row's Holm family: every credit and serving row pre-registered in one campaign, adjusted together,
+    a row not yet run (or without a difference) counted at p = 1, so that no row's adjusted p shrinks as
+    the campaign proceeds; ``None`` for a check."""
     out: list[Family | None] = [None] * len(rows)
     members: dict[str, list[int]] = {}
-    for i, (row, got) in enumerate(zip(rows, measured, strict=True)):
-        if row.kind != "harness check" and got is not None and got.main is not None and math.isfinite(got.main.p):
+    for i, row in enumerate(rows):
+        if row.kind != "harness check":
             members.setdefault(row.family, []).append(i)
     for name, idx in members.items():
-        adjusted = power.holm([measured[i].main.p for i in idx])  # type: ignore[union-attr]
+        adjusted = power.holm([_p_or_one(measured[i]) for i in idx])
         for i, p in zip(idx, adjusted, strict=True):
             out[i] = Family(p, len(idx), name)
     return out
+
+
+def _p_or_one(got: Measured | None) -> float:
+    """A row's p for its family: 1 until it has a measured difference."""
+    if got is None or got.main is None or not math.isfinite(got.main.p):
+        return 1.0
+    return got.main.p
 
 
 # ------------------------------------------------------------------------------------- the command

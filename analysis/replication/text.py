@@ -20,6 +20,8 @@ SE_FROM = {"nested": "seeds+inst", "crossed": "seeds×inst", "rates": "seeds", "
 KIND = {"credit finding": "credit", "serving finding": "serving", "harness check": "check"}
 SUPERSEDED = "†"
 """Marks a row in the compact table that a later design superseded."""
+BY_CONSTRUCTION = "‡"
+"""Marks a control by construction in the compact table."""
 
 
 def diff_text(r: dict[str, Any], prefix: str = "", full: bool = False, sigma: bool = True) -> str:
@@ -46,6 +48,8 @@ def short_verdict(r: dict[str, Any]) -> str:
     by = r["undecided_by"]
     if by == "vacuous":
         return "undecided (vacuous control)"
+    if by == "construction":
+        return "undecided (by construction)"
     if by == "adjustment":
         return f"undecided (Holm p {r['p_holm']:.3f})"
     if by == "size":
@@ -55,6 +59,14 @@ def short_verdict(r: dict[str, Any]) -> str:
     need = r["control_seeds_to_decide"] if by == "control" else r["seeds_to_decide"]
     count = f"{need} seeds" if need else "shared held-out set"
     return f"undecided ({'control: ' if by == 'control' else ''}{count})"
+
+
+def _control_text(r: dict[str, Any], full: bool = False) -> str:
+    """The control's difference, marked when it is a control by construction (it cannot decide the row)."""
+    text = diff_text(r, "control_", full=full, sigma=full)
+    if not r["control_by_construction"]:
+        return text
+    return f"{text} (by construction: {r['control_by_construction']})" if full else text + BY_CONSTRUCTION
 
 
 def _p_text(r: dict[str, Any]) -> str:
@@ -73,7 +85,7 @@ def to_compact(found: Findings) -> str:
     """A table of at most :data:`WIDTH` columns, then one wrapped line per row saying what it is."""
     headers = ["#", "Kind", "Pub.", "Difference", "p (Holm)", "Control", "Verdict"]
     rows = [[r["id"] + (SUPERSEDED if r["superseded_by"] else ""), KIND.get(r["kind"], r["kind"]),
-             _num(r["published"], "+.1f"), diff_text(r, sigma=False), _p_text(r), diff_text(r, "control_", sigma=False),
+             _num(r["published"], "+.1f"), diff_text(r, sigma=False), _p_text(r), _control_text(r),
              short_verdict(r)]
             for r in found.rows]
     lines = [markdown_table(headers, rows)]
@@ -98,12 +110,16 @@ def _legend(found: Findings) -> str:
     return (f"Differences in points (rates), steps (steps_to) or the metric's unit (slopes), ± their SE over "
             f"seeds and held-out instances; p two-sided, t at the design's degrees of freedom (in brackets, "
             f"Holm-adjusted over the credit and serving rows of one campaign); σ = difference / SE. "
-            f"Verdicts at α = {r0['alpha']:g}, power {r0['power']:.0%}: reproduced needs the published direction "
-            f"at Holm p < α, the 90% interval wholly beyond the margin (half the published delta), and the "
-            f"control a tie decided by a 90% TOST within that margin; sign only: p < α in the published "
-            f"direction but the 90% interval inside the margin (practically 0 at the published scale); a tie is "
-            f"decided only by the TOST. Kind: credit finding, serving finding, or check (holds by how the task is "
-            f"built). {SUPERSEDED}: superseded by a later design (the row stays, with its numbers). Full table: "
+            f"Verdicts at α = {r0['alpha']:g}, power {r0['power']:.0%}: every direction (reproduced, sign only, "
+            f"opposite) needs Holm p < α over every row pre-registered in its campaign (rows not yet run count "
+            f"at p = 1) and a control that is a tie decided by a 90% TOST within the margin (half the published "
+            f"delta); reproduced: the published direction, the 90% interval wholly beyond the margin; sign only: "
+            f"the published direction, the 90% interval inside the margin (practically 0 at the published "
+            f"scale); a tie: the TOST decides it, or the 90% interval lies inside the margin with no direction "
+            f"after Holm. Kind: credit finding, serving finding, or check (holds by how the task is "
+            f"built). {SUPERSEDED}: superseded by a later design (the row stays, with its numbers). "
+            f"{BY_CONSTRUCTION}: a control by construction (its arms are identical however the runs go): it never "
+            f"decides a direction. Full table: "
             f"`simlab findings --markdown`. Runs from: {where}.")
 
 
@@ -112,7 +128,7 @@ def to_markdown(found: Findings) -> str:
     headers = ["#", "Kind", "Finding", "Published", "simlab: treatment - baseline", "Control",
                "Mechanism (treatment vs baseline)", "Seeds vary", "Verdict"]
     rows = [[r["id"], r["kind"], r["finding"], _num(r["published"], "+.1f"), diff_text(r, full=True),
-             diff_text(r, "control_", full=True), _mech(r),
+             _control_text(r, full=True), _mech(r),
              r["seeds_vary"] + (f" ({r['conditional']})" if r["conditional"] else ""),
              f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "") + _links(r)]
             for r in found.rows]

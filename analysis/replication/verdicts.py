@@ -36,7 +36,8 @@ class Family:
     p: float
     """The Holm-adjusted p of the row's difference."""
     size: int
-    """The rows in the family (its credit and serving rows with a measured difference)."""
+    """The rows in the family: every credit and serving row pre-registered in its campaign (those not yet
+    run count at p = 1)."""
     name: str
 
     def text(self) -> str:
@@ -51,10 +52,11 @@ class Decision:
 
     verdict: Verdict
     reason: str
-    by: Literal["", "main", "control", "vacuous", "adjustment", "size"] = ""
+    by: Literal["", "main", "control", "vacuous", "construction", "adjustment", "size"] = ""
     """``main``: the difference is neither significant nor a decided tie; ``control``: the control is not
-    settled; ``vacuous``: the control cannot show the mechanism absent; ``adjustment``: significant alone,
-    not after its family's Holm adjustment; ``size``: the published sign, its interval across the margin."""
+    settled; ``vacuous``: the control cannot show the mechanism absent; ``construction``: the control is a
+    control by construction; ``adjustment``: significant alone, not after its family's Holm adjustment;
+    ``size``: the published sign, its interval across the margin."""
     seeds: int | None = None
     """Seeds that would decide an undecided row (``main``, ``size``; ``control``: the control's tie)."""
 
@@ -63,12 +65,14 @@ def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
             family: Family | None = None) -> Decision:
     """The row's verdict, read in this order.
 
-    *tie*: not significant (p >= alpha, t at the design's df) and the TOST decides it within the margin.
-    *control moved*: the control differs (p < alpha). *sign only*: significant in the published direction,
-    but the 90% interval lies inside the margin: practically zero at the published scale. *reproduced*:
-    the published direction at Holm-adjusted p < alpha, the 90% interval wholly beyond the margin, and the
-    control settled (a check reads *holds*). *opposite*: the other direction at Holm-adjusted p < alpha.
-    *undecided* otherwise, saying what would decide it.
+    *tie*: not significant (p >= alpha, t at the design's df) and the TOST decides it within the margin, or
+    its 90% interval inside the margin and no direction at Holm-adjusted p < alpha (a lean that does not
+    survive its family). *control moved*: the control differs (p < alpha). Every verdict that claims a
+    direction needs Holm-adjusted p < alpha and a settled control that is not a *control by construction*
+    (one identical to its treatment however the runs go, :func:`by_construction`): *sign only*: the
+    published direction, its 90% interval inside the margin (practically zero at the published scale);
+    *reproduced*: the published direction, the 90% interval wholly beyond the margin (a check reads
+    *holds*); *opposite*: the other direction. *undecided* otherwise, saying what would decide it.
     """
     if main is None:
         return Decision("not run", "fewer than 2 seeds in an arm")
@@ -82,12 +86,17 @@ def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
         return Decision("control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma")
     strength = _strength(main, family)
     adjusted = family is None or family.p < main.alpha
+    if row.sign is not None and main.negligible and not adjusted:
+        return _lean(main, strength)
     if row.sign is None:
         if not adjusted:
             return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
         return Decision("differs", f"{strength}; no published sign to compare")
     if row.control_vacuous:
         return Decision("undecided", f"{strength}, but the control is vacuous: {row.control_vacuous}", "vacuous")
+    if row.kind != "harness check" and (why := by_construction(row, control)):
+        return Decision("undecided", f"{strength}, but its control is a control by construction ({why}): it "
+                        "cannot show the mechanism absent", "construction")
     if not _control_settled(row, control):
         return Decision("undecided", f"{strength}, but the control is " + (
             "not measured" if control is None else _to_decide(control, "its tie")), "control",
@@ -102,12 +111,10 @@ def _effect_verdict(row: FindingRow, main: Judgement, adjusted: bool, strength: 
     whether it survives its family's Holm adjustment."""
     assert row.sign is not None
     if main.negligible:
-        assert main.tost is not None
-        inside = f"its 90% interval [{main.tost.low:+.2f}, {main.tost.high:+.2f}] lies inside ±{main.margin:g}"
         if _same(row, main):
-            return Decision("sign only", f"{strength} in the published direction, but {inside}: practically 0 "
-                            "at the published scale")
-        return Decision("tie", f"{inside} (TOST p = {main.tost.p:.3f}); the other sign at {strength}")
+            return Decision("sign only", f"{strength} in the published direction, but {_inside(main)}: "
+                            "practically 0 at the published scale")
+        return _lean(main, strength)
     if not adjusted:
         return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
     if not _same(row, main):
@@ -124,6 +131,28 @@ def _effect_verdict(row: FindingRow, main: Judgement, adjusted: bool, strength: 
                     f"{high:+.2f}] reaches inside ±{main.margin:g}: " + (
                         f"{need} seeds would tell its size" if need else "its size is not above the margin"),
                     "size", need)
+
+
+def _inside(main: Judgement) -> str:
+    assert main.tost is not None
+    return f"its 90% interval [{main.tost.low:+.2f}, {main.tost.high:+.2f}] lies inside ±{main.margin:g}"
+
+
+def _lean(main: Judgement, strength: str) -> Decision:
+    """A tie by its interval: significant alone, but inside the margin and no direction after adjustment (or
+    the other sign)."""
+    assert main.tost is not None
+    return Decision("tie", f"{_inside(main)} (TOST p = {main.tost.p:.3f}); a lean at {strength}")
+
+
+def by_construction(row: FindingRow, control: Judgement | None) -> str:
+    """Why the row's control is identical to its treatment by construction ('' if it is not): declared in
+    the row (``control_by_construction``), or measured identical on every seed (difference 0, SE 0)."""
+    if row.control_by_construction:
+        return row.control_by_construction
+    if control is not None and control.estimate.se == 0 and control.estimate.mean == 0:
+        return "its arms are identical on every seed"
+    return ""
 
 
 def _same(row: FindingRow, main: Judgement) -> bool:
@@ -162,4 +191,4 @@ def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
         return False
     if row.control_expect == "not-published-sign":
         return not _control_moved(row, control)
-    return control.decided_tie or (control.estimate.se == 0 and control.estimate.mean == 0)  # or an arm against itself
+    return control.decided_tie or bool(by_construction(row, control))  # a check's control may be one

@@ -182,19 +182,21 @@ def verdict_text(j: Judgement) -> str:
 
 
 def _ranks(by_arm: dict[str, Arm], rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Tie-aware ranks over the measured variants, with paired SEs between arms where they exist."""
+    """Ranks over the measured variants by the findings' rule (t tests Holm-adjusted over every pair,
+    :func:`stats.rank_with_ties`), with paired differences between arms where they exist."""
     measured = [r for r in rows if r.get("mean") is not None]
     if not measured:
         return {}
     variants = [r["variant"] for r in measured]
-    pair_se = np.full((len(variants), len(variants)), np.nan)
+    pair_se, pair_df = (np.full((len(variants), len(variants)), np.nan) for _ in range(2))
     for a, i in enumerate(variants):
         for b, j in enumerate(variants):
             got = compare.difference(by_arm[j], by_arm[i]) if a != b else None
             if got is not None:
-                pair_se[a, b] = got.se
+                pair_se[a, b], pair_df[a, b] = got.se, got.df
     ses = [math.nan if r["se"] is None else r["se"] for r in measured]
-    ranks = stats.rank_with_ties([r["mean"] for r in measured], ses, pair_se=pair_se)
+    dfs = [math.nan if r.get("df") is None else r["df"] for r in measured]
+    ranks = stats.rank_with_ties([r["mean"] for r in measured], ses, dfs, pair_se=pair_se, pair_df=pair_df)
     return dict(zip(variants, ranks.tolist(), strict=True))
 
 

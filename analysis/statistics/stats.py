@@ -31,6 +31,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from simlab.analysis.statistics import power
+from simlab.analysis.statistics.power import ALPHA
+
 POINTS = 100.0
 """Percentage points per unit of rate."""
 NOISE_SIGMA = 1.0
@@ -314,38 +317,46 @@ def horizon_match(treatment_horizon: float | None, baseline_horizon: float | Non
 def rank_with_ties(
     means: npt.ArrayLike,
     ses: npt.ArrayLike,
+    dfs: npt.ArrayLike,
     *,
-    threshold: float = TIE_SIGMA,
+    alpha: float = ALPHA,
     higher_is_better: bool = True,
     pair_se: npt.ArrayLike | None = None,
+    pair_df: npt.ArrayLike | None = None,
 ) -> npt.NDArray[np.int64]:
-    """(V,) ranks, 1 = best, where a difference under ``threshold`` sigma is a tie.
+    """(V,) ranks, 1 = best, by the findings' machinery: each of the V (V - 1) / 2 pairs is a two-sided t
+    test, and the pairs' p-values are Holm-adjusted together; j beats i when j leads and its adjusted
+    p < ``alpha``.
 
-        rank_i = 1 + #{ j : (m_j - m_i) / se_ij >= threshold },  se_ij = sqrt(se_i^2 + se_j^2)
+        rank_i = 1 + #{ j : m_j beats m_i at Holm p < alpha },  t_ij = (m_j - m_i) / se_ij
 
-    ``pair_se`` (V, V) overrides se_ij where it is finite: the paired SE of j - i over shared seeds.
-    A variant's rank counts only the variants that beat it significantly, so ties need not be
-    transitive (A ties B, B ties C, A beats C gives ranks 1, 1, 2), yet whenever j significantly beats
-    i, rank_i > rank_j. Unknown (NaN) SEs make every comparison with that variant a tie.
+    se_ij = sqrt(se_i^2 + se_j^2) at df min(df_i, df_j), or where ``pair_se`` (V, V) is finite, the paired SE
+    of j - i over shared seeds at ``pair_df`` (shared seeds - 1). A variant's rank counts only the variants
+    that beat it, so ties need not be transitive, yet whenever j beats i, rank_i > rank_j. An unknown (NaN)
+    SE or df makes every comparison with that variant a tie (and leaves it out of the family's size).
     """
-    m = np.asarray(means, dtype=np.float64)
-    s = np.asarray(ses, dtype=np.float64)
-    if m.ndim != 1 or s.shape != m.shape:
-        raise ValueError(f"`means` {m.shape} and `ses` {s.shape} are invalid; choose two 1-D arrays of one length")
+    m, s, d = (np.asarray(x, dtype=np.float64) for x in (means, ses, dfs))
+    if m.ndim != 1 or s.shape != m.shape or d.shape != m.shape:
+        raise ValueError(f"`means` {m.shape}, `ses` {s.shape} and `dfs` {d.shape} are invalid; choose three "
+                         "1-D arrays of one length")
     if not np.all(np.isfinite(m)) or np.any(s < 0):
         raise ValueError("`means` must be finite and `ses` >= 0 (NaN for unknown)")
-    if not threshold > 0:
-        raise ValueError(f"`threshold={threshold!r}` is invalid; choose a number of sigmas > 0")
-    gap = m[None, :] - m[:, None] if higher_is_better else m[:, None] - m[None, :]  # (V, V): j over i
     se = np.sqrt(s[:, None] ** 2 + s[None, :] ** 2)
+    df = np.minimum(d[:, None], d[None, :])
     if pair_se is not None:
-        paired = np.asarray(pair_se, dtype=np.float64)
-        if paired.shape != se.shape:
-            raise ValueError(f"`pair_se` has shape {paired.shape}; choose ({m.size}, {m.size})")
-        se = np.where(np.isfinite(paired), paired, se)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = gap / se  # se = 0: +-inf for a gap, NaN for none; unknown se: NaN
-    beats = np.where(np.isnan(z), 0.0, z) >= threshold
+        paired, paired_df = np.asarray(pair_se, dtype=np.float64), np.asarray(pair_df, dtype=np.float64)
+        if paired.shape != se.shape or paired_df.shape != se.shape:
+            raise ValueError(f"`pair_se` and `pair_df` have shapes {paired.shape}, {paired_df.shape}; choose "
+                             f"({m.size}, {m.size})")
+        use = np.isfinite(paired)
+        se, df = np.where(use, paired, se), np.where(use, paired_df, df)
+    gap = m[None, :] - m[:, None] if higher_is_better else m[:, None] - m[None, :]  # (V, V): j over i
+    pairs = [(i, j) for i in range(m.size) for j in range(i + 1, m.size)]
+    ps = power.holm([power.two_sided_p(float(gap[i, j]), float(se[i, j]), float(df[i, j])) for i, j in pairs])
+    beats = np.zeros((m.size, m.size), dtype=bool)  # [i, j]: j beats i
+    for (i, j), p in zip(pairs, ps, strict=True):
+        if p < alpha and gap[i, j] != 0:
+            beats[(i, j) if gap[i, j] > 0 else (j, i)] = True
     return np.asarray(1 + beats.sum(axis=1), dtype=np.int64)
 
 

@@ -90,7 +90,7 @@ def test_a_control_that_is_not_a_decided_tie_leaves_the_row_undecided(tmp_path):
 
 def test_opposite_sign_and_a_moving_control(tmp_path):
     f = frame({TG: [0.60, 0.62, 0.61], RG: [0.50, 0.51, 0.50],
-               CTG: [0.60, 0.60, 0.61], CRG: [0.60, 0.60, 0.61]})
+               CTG: [0.60, 0.60, 0.61], CRG: [0.60, 0.605, 0.61]})  # a decided tie, not identical arms
     assert fd.evaluate_row(row(tmp_path), f, "store")["verdict"] == "opposite"
     moved = frame({TG: [0.60, 0.62, 0.61], RG: [0.50, 0.51, 0.50],
                    CTG: [0.70, 0.72, 0.71], CRG: [0.60, 0.61, 0.60]})
@@ -132,7 +132,7 @@ def test_too_few_seeds_to_pair_falls_back_to_independent_means(tmp_path):
 def test_slope_statistic(tmp_path):
     y, x = "eval/compacted/keys_per_episode", "eval/compacted/steps"
     text = ROW.replace('metric = "eval/compacted/success"', f'metric = "{y}"\nstatistic = "slope"\nx = "{x}"')
-    text = text.replace("published = -4.0", "direction = 1.0")
+    text = text.replace("published = -4.0", "direction = 1.0\nmargin = 0.5")
     r = row(tmp_path, text)
     runs, hist = [], {}
     for arm, exponent in ((TG, 2.0), (RG, 1.0), (CTG, 1.0), (CRG, 1.0)):
@@ -140,11 +140,12 @@ def test_slope_statistic(tmp_path):
             for seed in range(3):
                 run_id = f"{arm},h={h}/{seed}"
                 runs.append({"run_id": run_id, "status": "FINISHED", "variant": f"{arm},horizon={h}", "seed": seed})
-                hist[run_id] = {x: [float(h)], y: [(1 + 0.01 * seed) * h**exponent]}
+                wobble = 0.01 * (seed - 1) if arm == CTG else 0.0  # a control that is a tie, not identical arms
+                hist[run_id] = {x: [float(h)], y: [(1 + 0.01 * seed) * h**(exponent + wobble)]}
     f = SpecData(fdd.runs_from_histories(runs, hist, {y, x}))
     got = fd.evaluate_row(r, f, "store")
     assert got["difference"] == pytest.approx(1.0)  # quadratic minus linear
-    assert got["verdict"] == "reproduced" and got["control_difference"] == pytest.approx(0.0)
+    assert got["verdict"] == "reproduced" and got["control_difference"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_export_round_trip(tmp_path):
@@ -344,6 +345,8 @@ TIED_CONTROL = _judged(0.0, 0.2)  # its 90% interval +-0.38 lies inside +-2: a d
         (-6.0, 0.8, None, "reproduced", ""),
         # the 4c30 shape: -0.54 +- 0.15, p 0.009, but [-0.82, -0.26] lies inside +-2
         (-0.54, 0.15, None, "sign only", ""),
+        # ... and inside the margin with no direction after Holm it is a tie with a lean, not sign only
+        (-0.54, 0.15, 0.127, "tie", ""),
         # the other sign inside the margin is a tie at the published scale
         (0.54, 0.15, None, "tie", ""),
         # -3 +- 0.8: p 0.007, but [-4.5, -1.5] reaches inside -2: its size is not told
@@ -364,7 +367,7 @@ def test_the_verdict_ladder(tmp_path, mean: float, se: float, family_p: float | 
         # the seeds that bring the 90% interval beyond the margin, from the per-seed SD 0.8 sqrt(8)
         assert got.seeds == power.seeds_for_effect(0.8 * math.sqrt(8), 1.0)
     if family is not None:
-        assert "Holm p 0.080 over 15 rows of credit-dose" in got.reason or "Holm p 0.200" in got.reason
+        assert f"Holm p {family_p:.3f} over 15 rows of credit-dose" in got.reason
 
 
 def test_a_harness_check_holds_and_never_reads_reproduced(tmp_path) -> None:
@@ -476,3 +479,63 @@ def test_an_arm_that_selects_no_variant_is_refused(tmp_path):
     line = res.output.strip()
     assert "\n" not in line and "toy0.toml: `findings.baseline='estimator = rollout_grop'` is invalid" in line, line
     assert "select a variant of the spec (row 9); it runs estimator=rollout_group; estimator=trajectory_group" in line
+
+
+def test_a_control_by_construction_never_decides_a_direction(tmp_path) -> None:
+    declared = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\ncontrol_by_construction = "K = 1"'))
+    got = vd.verdict(declared, _judged(-6.0, 0.8), TIED_CONTROL)
+    assert (got.verdict, got.by) == ("undecided", "construction") and "control by construction (K = 1)" in got.reason
+    identical = compare.judge(Estimate(0.0, 0.0, 7, 8, 0, "seeds"), margin=2.0)  # the same on every seed
+    for mean in (-6.0, 6.0, -0.54 / 0.15 * 0.15):
+        assert vd.verdict(row(tmp_path), _judged(mean, 0.8 if abs(mean) > 1 else 0.15), identical).by == "construction"
+    assert vd.verdict(row(tmp_path), _judged(0.0, 0.2), identical).verdict == "tie"  # a tie needs no control
+    check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
+    assert vd.verdict(check, _judged(-6.0, 0.8), identical).verdict == "holds"  # a check is no finding
+    f = frame({TG: [0.50, 0.48, 0.49, 0.50], RG: [0.55, 0.55, 0.55, 0.56], CTG: [0.6] * 4, CRG: [0.6] * 4})
+    record = fd.evaluate_row(row(tmp_path), f, "store")
+    assert record["control_by_construction"] == "its arms are identical on every seed"
+    assert "‡" in findings_text.to_compact(fd.Findings([record], {}))
+
+
+def test_a_holm_family_counts_every_pre_registered_row_not_yet_run_at_p_1(tmp_path) -> None:
+    one = row(tmp_path)
+    got = [fd.Measured(_judged(-6.0, 0.8), TIED_CONTROL, []), None, fd.Measured(None, None, [])]
+    fams = fd.families([one, one, one], got)
+    p0 = got[0].main.p  # type: ignore[union-attr]
+    assert [f.size for f in fams] == [3, 3, 3]  # type: ignore[union-attr]
+    assert fams[0].p == pytest.approx(3 * p0) and fams[1].p == 1.0  # type: ignore[union-attr]
+
+
+CURVE_SPEC = """
+name = "toy-curve"
+seeds = [0]
+[base]
+eval.single_window = true
+eval.curve_single_window = false
+[space]
+train.estimator = ["rollout_group", "trajectory_group"]
+[[findings]]
+id = "9"
+finding = "a toy"
+published = -4.0
+metric = "eval/single_window/success"
+statistic = "auc"
+treatment = { estimator = "trajectory_group" }
+baseline = { estimator = "rollout_group" }
+control_treatment = { estimator = "trajectory_group" }
+control_baseline = { estimator = "rollout_group" }
+[objective]
+metric = "eval/compacted/success"
+direction = "maximize"
+"""
+
+
+def test_a_curve_statistic_on_a_design_that_logs_one_evaluation_is_refused(tmp_path) -> None:
+    with pytest.raises(FindingsError, match=r"toy.toml: `findings.9.statistic='auc'` is invalid; its spec "
+                                            r"'toy-curve' evaluates eval/single_window/success 1 time"):
+        row(tmp_path, CURVE_SPEC)
+    assert row(tmp_path, CURVE_SPEC.replace('"auc"', '"final"')).statistic == "final"
+    assert row(tmp_path, CURVE_SPEC.replace("single_window/success", "compacted/success")).statistic == "auc"
+    result = _cli_on(tmp_path / "specs", CURVE_SPEC)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "statistic='auc'" in result.output

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simlab.analysis.statistics import stats
+from simlab.analysis.statistics import power, stats
 from simlab.errors import ConfigError
 
 rates = st.floats(0.0, 1.0, allow_nan=False)
@@ -147,13 +147,23 @@ def test_effective_horizon_and_like_for_like() -> None:
 
 # ------------------------------------------------------------------------------------ ranking
 def test_rank_hand_cases() -> None:
-    # 10 vs 8 and 8 vs 6 are 1.41 sigma apart (ties); 10 vs 6 is 2.83 sigma.
-    assert stats.rank_with_ties([10, 8, 6], [1, 1, 1]).tolist() == [1, 1, 2]
-    assert stats.rank_with_ties([10, 8, 6], [1, 1, 1], higher_is_better=False).tolist() == [2, 1, 1]
-    assert stats.rank_with_ties([10, 0], [math.nan, 1]).tolist() == [1, 1]  # unknown SE: a tie
-    assert stats.rank_with_ties([3, 1], [0, 0]).tolist() == [1, 2]  # exact values
+    # at df 7: 10 vs 8 and 8 vs 6 are 1.41 SE apart (p 0.20 each); 10 vs 6 is 2.83 SE (p 0.025, Holm x3 0.076)
+    assert stats.rank_with_ties([10, 8, 6], [1, 1, 1], [7, 7, 7]).tolist() == [1, 1, 1]
+    # 10 vs 4 at 4.24 SE: p 0.0038, Holm 0.011 -> decided; 10 vs 7 and 7 vs 4 at 2.12 SE: p 0.071 -> ties
+    assert stats.rank_with_ties([10, 7, 4], [1, 1, 1], [7, 7, 7]).tolist() == [1, 1, 2]
+    assert stats.rank_with_ties([10, 7, 4], [1, 1, 1], [7, 7, 7], higher_is_better=False).tolist() == [2, 1, 1]
+    assert stats.rank_with_ties([10, 0], [math.nan, 1], [7, 7]).tolist() == [1, 1]  # unknown SE: a tie
+    assert stats.rank_with_ties([3, 1], [0, 0], [7, 7]).tolist() == [1, 2]  # exact values
     with pytest.raises(ValueError, match="one length"):
-        stats.rank_with_ties([1, 2], [1])
+        stats.rank_with_ties([1, 2], [1], [7, 7])
+
+
+def test_a_pair_decided_alone_is_a_tie_after_holm_over_every_pair() -> None:
+    # the recipe ranking's case: a pair at p 0.022 alone, among six pairs, is not decided (Holm 0.13)
+    lead = 2.8  # t at df 7 for p about 0.027
+    m = [lead, 0.0, 0.0, 0.0]
+    assert power.two_sided_p(lead, 1.0, 7) < 0.05
+    assert stats.rank_with_ties(m, [1 / math.sqrt(2)] * 4, [7] * 4).tolist() == [1, 1, 1, 1]
 
 
 means = st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=6)
@@ -161,18 +171,20 @@ means = st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=6)
 
 @settings(max_examples=60)
 @given(means, st.data())
-def test_rank_ties_under_two_sigma(m: list[float], data: st.DataObject) -> None:
+def test_rank_follows_holm_over_every_pair(m: list[float], data: st.DataObject) -> None:
     se = data.draw(st.lists(st.floats(0.01, 50), min_size=len(m), max_size=len(m)))
-    ranks = stats.rank_with_ties(m, se)
+    ranks = stats.rank_with_ties(m, se, [7] * len(m))
     mean, s = np.asarray(m), np.asarray(se)
-    z = (mean[None, :] - mean[:, None]) / np.hypot(s[:, None], s[None, :])  # j over i
-    if np.all(np.abs(z) < stats.TIE_SIGMA):
+    pairs = [(i, j) for i in range(len(m)) for j in range(i + 1, len(m))]
+    ps = power.holm([power.two_sided_p(float(mean[j] - mean[i]), float(np.hypot(s[i], s[j])), 7) for i, j in pairs])
+    if all(p >= power.ALPHA for p in ps):
         assert np.all(ranks == 1)
-    for i, j in zip(*np.nonzero(z >= stats.TIE_SIGMA), strict=True):
-        assert ranks[i] > ranks[j]  # j significantly beats i
-    # Ranks depend on values, not positions.
-    order = np.argsort(mean)
-    assert stats.rank_with_ties(mean[order], s[order]).tolist() == ranks[order].tolist()
+    for (i, j), p in zip(pairs, ps, strict=True):
+        if p < power.ALPHA:  # the leader ranks ahead
+            lead, lag = (j, i) if mean[j] > mean[i] else (i, j)
+            assert ranks[lag] > ranks[lead]
+    order = np.argsort(mean)  # ranks depend on values, not positions
+    assert stats.rank_with_ties(mean[order], s[order], [7] * len(m)).tolist() == ranks[order].tolist()
 
 
 def test_rate_mean_se_on_one_shared_held_out_set_adds_the_instance_bound() -> None:
@@ -216,7 +228,7 @@ def test_bootstrap_interval_is_deterministic_and_stratified():
 
 
 def test_ranks_use_paired_ses_where_given():
-    means, ses = [50.0, 53.0], [2.0, 2.0]  # unpaired: 3 / 2.83 = 1.06 sigma, a tie
-    assert stats.rank_with_ties(means, ses).tolist() == [1, 1]
-    paired = np.array([[np.nan, 1.0], [1.0, np.nan]])  # paired: 3 sigma
-    assert stats.rank_with_ties(means, ses, pair_se=paired).tolist() == [2, 1]
+    means, ses = [50.0, 53.0], [2.0, 2.0]  # unpaired: 3 / 2.83 = 1.06 SE, a tie
+    assert stats.rank_with_ties(means, ses, [7, 7]).tolist() == [1, 1]
+    paired = np.array([[np.nan, 1.0], [1.0, np.nan]])  # paired: 3 SE at df 7, p 0.02
+    assert stats.rank_with_ties(means, ses, [7, 7], pair_se=paired, pair_df=np.full((2, 2), 7.0)).tolist() == [2, 1]
