@@ -14,6 +14,7 @@ counted tokens and H the per-row budget:
     segment      b_j = 1 / (N_seg * n_j)          seq-mean-token-mean
     segment_sum  b_j = 1 / N_seg                  seq-mean-token-sum
     rollout      b_j = 1 / (N_roll * T_r(j))      mean over rollouts of token means
+    rollout_rows b_j = 1 / (N_seg * T_r(j))       the same divided by rows (Agent Lightning #593)
     constant     b_j = 1 / (N_seg * H)            seq-mean-token-sum-norm (Dr. GRPO's constant)
 
 The per-row weight c (``ROW_WEIGHTS``), verl PR #7580's ``loss_weight`` of a multi-row trajectory, with
@@ -92,6 +93,15 @@ def rollout(batch: SegmentBatch, n: FloatArray) -> FloatArray:
     t_r = _per_rollout(batch, n)
     n_roll = int((t_r > 0).sum())
     return np.where(n > 0, _inverse(max(n_roll, 1) * np.maximum(batch.per_row(t_r), 1.0)), 0.0)
+
+
+@NORMALISERS.register("rollout_rows")
+def rollout_rows(batch: SegmentBatch, n: FloatArray) -> FloatArray:
+    """w = 1 / (N_seg * T_r): Agent Lightning's ``per_rollout_mean`` as shipped (issue 593): each rollout's
+    token mean, divided by the batch's rows instead of its rollouts, so the batch's total weight is
+    N_roll / N_seg and falls as rollouts split into more rows."""
+    t_r = _per_rollout(batch, n)
+    return np.where(n > 0, _inverse(max(_rows(n), 1) * np.maximum(batch.per_row(t_r), 1.0)), 0.0)
 
 
 @NORMALISERS.register("constant", aliases=("seq-mean-token-sum-norm",))

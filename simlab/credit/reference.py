@@ -163,6 +163,7 @@ def loss_weights(
                 "segment": 1.0 / (len(kept_segments) * counts[s]),
                 "segment_sum": 1.0 / len(kept_segments),
                 "rollout": 1.0 / (len(kept_rollouts) * t_r),
+                "rollout_rows": 1.0 / (len(kept_segments) * t_r),
                 "constant": 1.0 / (len(kept_segments) * width),
             }[name]
             c = {

@@ -44,6 +44,20 @@ def test_inverse_k_gives_each_rollout_one_rows_weight():
     np.testing.assert_allclose(fixed[batch.token_mask], 1 / 12)  # c = 1/2, b = 1/(3 * 2); c = 1, b = 1/(3 * 4)
 
 
+def test_agent_lightning_per_rollout_mean_divides_by_rows_as_issue_593_reports():
+    # the report's Figure 5 batch: A = 50 + 100 tokens, B = 30 x 3, C = 40. Eq. 16 (rollout) gives each
+    # rollout 1/3 of the weight; as shipped (rows) each rollout keeps 1/6 (3 rollouts over 6 rows): total 0.5
+    batch = SegmentBatch.from_rollouts([[50, 100], [30, 30, 30], [40]], [1.0, 0.0, 1.0])
+    right, shipped = loss_weights(batch, "rollout"), loss_weights(batch, "rollout_rows")
+    per_rollout = [rows.sum() for rows in (right[:2], right[2:5], right[5:])]
+    np.testing.assert_allclose(per_rollout, [1 / 3] * 3)
+    np.testing.assert_allclose([rows.sum() for rows in (shipped[:2], shipped[2:5], shipped[5:])], [1 / 6] * 3)
+    assert shipped.sum() == pytest.approx(0.5)
+    np.testing.assert_allclose(shipped[batch.token_mask], (right * 3 / 6)[batch.token_mask])
+    one_row_each = SegmentBatch.from_rollouts([[5], [7]], [1.0, 0.0])  # case A: the two agree
+    np.testing.assert_allclose(loss_weights(one_row_each, "rollout_rows"), loss_weights(one_row_each, "rollout"))
+
+
 def test_length_ratio_turns_seq_mean_token_mean_into_token_mean():
     # n = (3, 1, 4), mean 8/3: c = (9/8, 3/8, 12/8); b = 1/(3 n): every token weighs 1/8
     batch = SegmentBatch.from_rollouts([[3, 1], [4]], [1.0, 0.0])
@@ -105,6 +119,18 @@ def test_weights_match_plain_loop(case, overlong_mask):
             slow = reference.loss_weights(batch, name, overlong_mask=overlong_mask, row_weight=row_weight,
                                           token_mask=mask)
             np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-15)
+
+
+@FAST
+@given(case=masked_batches(), overlong_mask=st.booleans())
+def test_per_rollout_mean_by_rows_is_the_rollout_mean_scaled_by_rollouts_over_rows(case, overlong_mask):
+    batch, mask = case
+    right = loss_weights(batch, "rollout", overlong_mask=overlong_mask, token_mask=mask)
+    shipped = loss_weights(batch, "rollout_rows", overlong_mask=overlong_mask, token_mask=mask)
+    counted = right.sum(axis=1) > 0
+    rows, rollouts = int(counted.sum()), len(set(batch.seg_rollout[counted].tolist()))
+    np.testing.assert_allclose(shipped, right * rollouts / max(rows, 1), rtol=1e-12, atol=1e-15)
+    assert shipped.sum() == pytest.approx(rollouts / rows if rows else 0.0)
 
 
 @FAST
