@@ -53,6 +53,10 @@ def audit_batch(
     success_above: Annotated[
         float, typer.Option("--success-above", help="A session succeeded when its reward is above this.")
     ] = 0.0,
+    planned_steps: Annotated[
+        int, typer.Option("--planned-steps", help="Steps a learning-rate schedule is planned over, counted in "
+                                                  "rollouts: the report says where a per-row clock ends it.")
+    ] = 200,
 ) -> None:
     """Implicit weight per rollout under each aggregation mode, success by session and by row, what applies."""
     from simlab.integrations.batch_audit import audit_batch as run_audit_batch
@@ -60,7 +64,9 @@ def audit_batch(
     from simlab.integrations.batch_file import read_batch
 
     try:
-        report = run_audit_batch(read_batch(file), success_above=success_above)
+        if planned_steps < 1:
+            raise ConfigError.invalid("--planned-steps", planned_steps, "choose an integer >= 1")
+        report = run_audit_batch(read_batch(file), success_above=success_above, planned_steps=planned_steps)
     except ConfigError as exc:  # RowsError
         raise fail(str(exc)) from exc
     typer.echo(json.dumps(json_safe(report), indent=2) if json_out else to_markdown(report, file.name))

@@ -8,6 +8,9 @@ From a batch file (:mod:`.batch_file`: row keys, response mask, rewards) it repo
 - success counted by session against by row (verl PR #7580 measured the gap by hand: 6 to 14 points in
   its six runs);
 - the effective sample size (Kish, over rollouts) of those weights, under 1/K and without it;
+- rows per rollout, and what a learning-rate schedule counted in rollouts but stepped per row does to a
+  planned run: it ends K-bar = rows / rollouts times early (ROLL issue 407: a decay to 0 planned over 200
+  steps reached 0 at step 123);
 - which simlab finding or question applies to this batch, with its number (:data:`ADVICE`).
 
 verl's ``token-sum`` gives every rollout the shares of ``token-mean``, and ``seq-mean-token-sum-norm``
@@ -16,6 +19,7 @@ those of ``seq-mean-token-sum``: they differ only by a constant.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +123,15 @@ def applies(rows: Rows) -> list[dict[str, str]]:
     return out
 
 
-def audit_batch(data: BatchFile, *, success_above: float = 0.0) -> dict[str, Any]:
+def schedule(rows: Rows, planned_steps: int) -> dict[str, float]:
+    """A schedule planned over ``planned_steps`` steps of this batch's rollouts, its clock advanced per row:
+    the step at which it has used its whole plan (``simlab.update``'s ``schedule_unit='rows'``)."""
+    per_rollout = rows.num_rows / rows.batch.num_rollouts
+    return {"rows_per_rollout": per_rollout, "planned_steps": planned_steps,
+            "ends_at_step": math.ceil(planned_steps / per_rollout)}
+
+
+def audit_batch(data: BatchFile, *, success_above: float = 0.0, planned_steps: int = 200) -> dict[str, Any]:
     """Every number audit-batch reports, as one record."""
     rows = read_rows(data.keys, data.response_mask, data.rewards, finished=data.finished)
     k = rows.batch.segments_per_rollout
@@ -130,6 +142,7 @@ def audit_batch(data: BatchFile, *, success_above: float = 0.0) -> dict[str, Any
         "rows": rows.num_rows, "sessions": rows.batch.num_rollouts, "groups": rows.batch.num_groups,
         "rows_per_session": {int(v): int((k == v).sum()) for v in np.unique(k)},
         "weights": weight_table(rows), "success": success(rows, success_above), "applies": applies(rows),
+        "schedule": schedule(rows, planned_steps),
     }
 
 
@@ -159,6 +172,10 @@ def to_markdown(report: dict[str, Any], name: str) -> str:
     lines.append("Effective sample size under 1/K (inverse_k): "
                  + ", ".join(f"{m} {ess[(m, 'inverse_k')]:.1f} (none: {ess[(m, 'none')]:.1f})" for m in MODES)
                  + f", of {report['sessions']} sessions.")
+    sched = report["schedule"]
+    lines += ["", f"Rows per rollout: {sched['rows_per_rollout']:.2f}. A learning-rate schedule planned over "
+              f"{sched['planned_steps']} steps in rollouts but stepped per row (ROLL issue 407) reaches its end "
+              f"at step {sched['ends_at_step']} (simlab: train.schedule_unit = 'rows'; docs/for-trainer-users.md)."]
     lines += ["", "What applies:"]
     lines += [f"- {a['name']} ({a['where']}): {a['why']}; {a['result']}." for a in report["applies"]] or ["- nothing"]
     return "\n".join(lines)

@@ -44,6 +44,17 @@ def test_the_example_reports_weights_success_ess_and_what_applies() -> None:
     assert "finding 1, trajectory-group statistics" in out
 
 
+def test_a_row_counted_schedule_ends_rows_per_rollout_times_early() -> None:
+    # 62 rows over 32 rollouts: 1.94 rows each, so 200 planned steps end at ceil(200 / 1.9375) = 104;
+    # ROLL issue 407's 123 of 200 is 1.63 rows per rollout
+    code, out = _run(EXAMPLE, "--planned-steps", "200")
+    assert code == 0 and "Rows per rollout: 1.94." in out and "reaches its end at step 104" in out
+    report = json.loads(_run(EXAMPLE, "--planned-steps", "31", "--json")[1])
+    assert report["schedule"] == {"rows_per_rollout": 62 / 32, "planned_steps": 31, "ends_at_step": 16}
+    code, out = _run(EXAMPLE, "--planned-steps", "0")
+    assert code == 2 and "`--planned-steps=0` is invalid; choose an integer >= 1" in out and out.count("\n") == 1
+
+
 def test_json_holds_the_same_numbers() -> None:
     code, out = _run(EXAMPLE, "--json")
     report = json.loads(out)
