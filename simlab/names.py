@@ -45,6 +45,9 @@ SUMMARY_HOLDS_CUED = "summary_holds_cued"
 """Share of summaries holding the fact the cue names (a task with a cue; NaN elsewhere)."""
 SUMMARY_HOLDS_UNCUED = "summary_holds_uncued"
 """Share of summaries holding at least one fact the cue does not name (a task with a cue; NaN elsewhere)."""
+SUMMARY_CUT = "summary_cut"
+"""Share of summaries that reached ``harness.summary_budget`` without their end token (0 for fixed-length
+summaries, which are never cut)."""
 SUMMARY_LENGTH = "summary_length"
 """Mean tokens a summary leaves in the next segment (a variable-length summary's end token excluded)."""
 QUANTILES = (0.1, 0.5, 0.9)
@@ -54,7 +57,8 @@ SUMMARY_LENGTH_QUANTILE = "summary_length_q{q}"
 SUMMARY_LENGTH_QUANTILES = tuple(SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in QUANTILES)
 """``summary_length_q10``, ``_q50``, ``_q90``, in the order of :data:`QUANTILES`."""
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
-           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES)
+           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES,
+           SUMMARY_CUT)
 """What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
 """Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
@@ -275,7 +279,7 @@ _STEP_METRIC = re.compile(
 )
 
 
-RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED)
+RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_CUT)
 """A metric whose name ends so is a rate in [0, 1], reported in points (x 100) like the papers."""
 
 

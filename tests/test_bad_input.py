@@ -604,6 +604,8 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_before_the_store(tmp_path: P
     (["train.summary_loss=separate", "train.summary_weight=inf"], ("train.summary_weight", "inf")),
     (["train.summary_loss=separate", "train.summary_weight=nan"], ("train.summary_weight", "nan")),
     (["train.summary_weight=2"], ("train.summary_weight", "2", "summary_loss='separate'")),
+    (["harness.cut_summary=fail"], ("harness.cut_summary", "'fail'", "harness.summary_budget")),
+    (["harness.summary_budget=4", "harness.cut_summary=drop"], ("harness.cut_summary", "'drop'", "'truncate'")),
 ])
 def test_summary_settings_are_refused_before_anything_is_written(tmp_path: Path, settings: list[str],
                                                                  words: tuple[str, ...]) -> None:

@@ -21,8 +21,20 @@ def compact(loop: LoopState, ids: list[int], *, discard: bool, requested: bool =
     held, summarise = _before_summary(loop, ids, discard)
     summaries = _summarise(loop, summarise)
     for i in ids:
-        if loop.rolls[i].active:
-            _next_segment(loop, i, held.get(i), summaries.get(i), requested)
+        summary = summaries.get(i)
+        if not loop.rolls[i].active:
+            continue
+        if summary is not None and summary.cut and loop.cfg.cut_summary != "keep":
+            _end_on_cut_summary(loop, i, summary)
+        else:
+            _next_segment(loop, i, held.get(i), summary, requested)
+
+
+def _end_on_cut_summary(loop: LoopState, i: int, summary: WrittenSummary) -> None:
+    """A summary cut at its budget ends the rollout (``harness.cut_summary``): its tokens stay in the segment
+    they were written in (trained, or masked with the rollout), and no next segment opens."""
+    _append_summary(loop, loop.rolls[i], summary)
+    loop.finish(i, "summary", scored=loop.cfg.cut_summary == "fail")
 
 
 def _before_summary(loop: LoopState, ids: list[int], discard: bool) -> tuple[dict[int, list[int]], list[int]]:
@@ -66,11 +78,12 @@ def _summarise(loop: LoopState, ids: list[int]) -> dict[int, WrittenSummary]:
     out: dict[int, WrittenSummary] = {}
     for r, i in enumerate(ids):
         written, kept = summary_extent(toks[r], stop)
-        content = toks[r, :kept]
+        content, cut = toks[r, :kept], stop is not None and written == kept
+        loop.rolls[i].summaries_cut += int(cut)
         _record(loop.rolls[i], content, None if answers is None else answers[i],
                 None if facts is None else facts[i], -1 if cued is None else int(cued[i]))
         out[i] = WrittenSummary(toks[r, :written].tolist(), lp[r, :written] if (own and lp is not None) else None,
-                                vals[r, :written] if (own and vals is not None) else None, kept)
+                                vals[r, :written] if (own and vals is not None) else None, kept, cut)
     return out
 
 
@@ -96,6 +109,14 @@ def _record(ro: RolloutState, content: IntArray, answer: int | None, facts: IntA
     ro.summaries_with_uncued += int(np.delete(held, cued).any())
 
 
+def _append_summary(loop: LoopState, ro: RolloutState, summary: WrittenSummary) -> None:
+    """The summarisation instruction and the written summary, at the end of the segment being closed."""
+    own = loop.writer_is_actor
+    ro.append(list(loop.cfg.v_sum_tokens))
+    ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
+    ro.ctx_lengths.append(len(ro.ctx))
+
+
 def _next_segment(
     loop: LoopState, i: int, held: list[int] | None, summary: WrittenSummary | None, requested: bool
 ) -> None:
@@ -110,10 +131,7 @@ def _next_segment(
         keep = steps
     else:
         if summary is not None:
-            own = loop.writer_is_actor
-            ro.append(list(cfg.v_sum_tokens))
-            ro.append(summary.tokens, Phase.SUMMARY if own else Phase.CONTEXT, own, summary.logprobs, summary.values)
-            ro.ctx_lengths.append(len(ro.ctx))
+            _append_summary(loop, ro, summary)
             head = [*head, vocab.SUMMARY, *summary.tokens[: summary.kept]]
         tail = len(steps) - cfg.tail_steps if cfg.tail_steps else len(steps)
         # the newest k steps, and with keep_query the one that brought the question (it stays, like a prompt)

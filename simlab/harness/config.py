@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -109,6 +109,12 @@ class HarnessConfig(Section):
     """Variable-length summaries: the summariser writes until it emits the end-of-summary token
     (``vocab.END_SUMMARY``) or has written this many tokens, the end token included, whichever comes
     first; the next segment holds what came before the end token. ``None``: fixed length ``summary_tokens``."""
+    cut_summary: Literal["keep", "truncate", "fail"] = "keep"
+    """A variable-length summary that reaches ``summary_budget`` without its end token was cut at the cap: a
+    failed compaction (pi #7048, nano-rlm #178). ``keep`` it as written (the next segment holds it);
+    ``truncate``: end the rollout unfinished (overlong reason 'summary': out of the loss under the overlong
+    mask, as verifiers counts it); ``fail``: end it finished with reward 0 (scored and trained). Needs
+    ``summary_budget`` unless ``keep``."""
     max_compactions: Annotated[int, Field(ge=0, le=STEPS_MAX)] = 4
     """S: compactions allowed per rollout; needing one more ends the rollout as overlong."""
     max_steps: Annotated[int, Field(ge=1, le=STEPS_MAX)] = 64
@@ -135,6 +141,9 @@ class HarnessConfig(Section):
             raise self.invalid("t_comp", int_text(1, self.window - 1))
         if self.summary_budget is not None and self.summary_budget > self.window - 1:
             raise self.invalid("summary_budget", int_text(1, self.window - 1))
+        if self.cut_summary != "keep" and self.summary_budget is None:
+            raise self.invalid("cut_summary", "choose 'keep' unless summaries have a variable length (set "
+                               "harness.summary_budget): a fixed-length summary is never cut")
         if self.summariser_loss and self.summariser in ("self", "none"):
             raise self.invalid("summariser_loss", "choose 0 unless harness.summariser is a separate summariser "
                                f"(a reference agent or 'frozen'; it is {self.summariser!r})")

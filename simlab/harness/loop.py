@@ -306,6 +306,7 @@ def _assemble(
                 cued_summaries=ro.cued_summaries,
                 summaries_with_cued=ro.summaries_with_cued,
                 summaries_with_uncued=ro.summaries_with_uncued,
+                summaries_cut=ro.summaries_cut,
                 summary_lengths=tuple(ro.summary_lengths),
                 tokens=ro.appended,
                 segment_rows=(start, len(segments)),

@@ -44,10 +44,11 @@ class RolloutRecord:
 
     reward: float
     finished: bool
-    """Produced an answer (False: overlong)."""
+    """Produced an answer (False: overlong), or ended on a cut summary read as a failure
+    (``harness.cut_summary='fail'``: finished, reward 0)."""
     overlong: str
-    """'' if finished, else why it stopped: 'steps' (H), 'compactions' (S), 'window' (no longer
-    fits W) or 'truncated' (the env truncated it)."""
+    """'' if answered, else why it stopped: 'steps' (H), 'compactions' (S), 'window' (no longer fits W),
+    'truncated' (the env truncated it) or 'summary' (a summary cut at its budget, ``harness.cut_summary``)."""
     steps: int
     """Env steps taken, the answer included."""
     compactions: int
@@ -75,6 +76,8 @@ class RolloutRecord:
     """Of those, how many hold the value of the fact the cue names."""
     summaries_with_uncued: int = 0
     """Of those, how many hold the value of at least one fact the cue does not name."""
+    summaries_cut: int = 0
+    """Of those, how many reached ``harness.summary_budget`` without their end token (cut at the cap)."""
     summary_lengths: tuple[int, ...] = ()
     """Tokens each summary left in the next segment, in order (a variable-length summary's end token
     excluded)."""

@@ -46,6 +46,7 @@ class RolloutState:
         "step_starts",
         "steps",
         "summaries",
+        "summaries_cut",
         "summaries_with_answer",
         "summaries_with_cued",
         "summaries_with_uncued",
@@ -80,6 +81,7 @@ class RolloutState:
         self.cued_summaries = 0
         self.summaries_with_cued = 0
         self.summaries_with_uncued = 0
+        self.summaries_cut = 0
         self.summary_lengths: list[int] = []
         self.start_segment(prompt)
 
@@ -136,10 +138,11 @@ class RolloutState:
             )
         )
 
-    def end(self, reason: str = "", reward: float = 0.0) -> None:
-        """End the rollout: answered (``reason=''``, with ``reward``) or overlong for ``reason``."""
+    def end(self, reason: str = "", reward: float = 0.0, scored: bool = False) -> None:
+        """End the rollout: answered (``reason=''``, with ``reward``) or overlong for ``reason``; ``scored``:
+        ended for ``reason`` but counted finished, with ``reward`` (a cut summary read as a failure)."""
         self.active = False
-        self.finished = reason == ""
+        self.finished = reason == "" or scored
         self.overlong = reason
         self.reward = reward if self.finished else 0.0
         self.close_segment()
@@ -194,6 +197,8 @@ class WrittenSummary:
     kept: int
     """How many of ``tokens`` the next segment holds: all of a fixed-length summary, those before the
     end token of a variable-length one."""
+    cut: bool = False
+    """A variable-length summary that reached its budget without its end token (``harness.cut_summary``)."""
 
 
 @dataclass(eq=False)
@@ -235,9 +240,10 @@ class LoopState:
         """The actor writes its own summaries: they are optimised, with its log-probs and values."""
         return self.writer is self.actor
 
-    def finish(self, i: int, reason: str, reward: float = 0.0) -> None:
-        """End env ``i``'s rollout: answered (``reason=''``) or overlong for ``reason``."""
-        self.rolls[i].end(reason, reward)
+    def finish(self, i: int, reason: str, reward: float = 0.0, scored: bool = False) -> None:
+        """End env ``i``'s rollout: answered (``reason=''``) or overlong for ``reason`` (``scored``: see
+        :meth:`RolloutState.end`)."""
+        self.rolls[i].end(reason, reward, scored)
         if self.progress is not None:
             self.progress(1)
 

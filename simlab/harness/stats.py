@@ -120,7 +120,8 @@ def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
     written = sum(r.summaries for r in rollouts)
     held = sum(r.summaries_with_answer for r in rollouts)
     out = {names.SUMMARY_LENGTH: float(lengths.mean()) if lengths.size else math.nan,
-           names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan}
+           names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan,
+           names.SUMMARY_CUT: sum(r.summaries_cut for r in rollouts) / written if written else math.nan}
     for q, key in zip(names.QUANTILES, names.SUMMARY_LENGTH_QUANTILES, strict=True):
         out[key] = float(np.quantile(lengths, q)) if lengths.size else math.nan
     cued = sum(r.cued_summaries for r in rollouts)

@@ -68,7 +68,7 @@ CHART_SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         ("BAR", names.metric(names.EVAL_COMPACTED, names.SUMMARY_HOLDS_CUED)),
         *(("LINE", names.metric(prefix, key)) for prefix in (names.EVAL_COMPACTED, names.TRAIN) for key in (
             names.SUMMARY_LENGTH, *names.SUMMARY_LENGTH_QUANTILES,
-            names.SUMMARY_HOLDS_ANSWER, names.SUMMARY_HOLDS_CUED, names.SUMMARY_HOLDS_UNCUED)),
+            names.SUMMARY_HOLDS_ANSWER, names.SUMMARY_HOLDS_CUED, names.SUMMARY_HOLDS_UNCUED, names.SUMMARY_CUT)),
         ("LINE", names.TRAIN_COMPACTION_RATE), ("LINE", names.TRAIN_SUMMARISED_SUCCESS),
         ("LINE", names.health(names.STALL)),
     )),

@@ -150,3 +150,28 @@ def test_bad_task_settings_are_refused():
         KeyRecallConfig(cue_reliability=1.5)
     with pytest.raises(ConfigError, match="summary_budget"):
         HarnessConfig(window=48, summary_budget=48)
+
+
+# ------------------------------------------------------------------------- a summary cut at its budget
+@pytest.mark.parametrize("cut", ["keep", "truncate", "fail"])
+def test_a_summary_cut_at_its_budget_is_kept_or_ends_the_rollout(cut: str) -> None:
+    rb = play("keyrecall-mark-budget", None, n=64, seed=5, cut_summary=cut)  # an untrained policy rarely ends
+    cuts = [r for r in rb.rollouts if r.summaries_cut]
+    assert cuts and all(r.summaries_cut <= r.summaries for r in rb.rollouts)
+    assert rollout_metrics(rb, names.TRAIN)[names.metric(names.TRAIN, names.SUMMARY_CUT)] == pytest.approx(
+        sum(r.summaries_cut for r in rb.rollouts) / sum(r.summaries for r in rb.rollouts))
+    assert any(r.overlong == "summary" for r in cuts) == (cut != "keep")
+    for r in cuts:
+        ended_there = r.overlong == "summary"
+        assert ended_there == (cut != "keep")
+        if ended_there:  # the cut summary is its last: no segment opened after it
+            assert r.summaries_cut == 1 and r.compactions == r.summaries - 1 and r.reward == 0.0
+            assert r.finished == (cut == "fail")
+            assert r.segment_rows[1] - r.segment_rows[0] == r.compactions + 1
+
+
+def test_fixed_length_summaries_are_never_cut_and_a_cut_rule_needs_a_budget() -> None:
+    rb = play("keyrecall-mark", None, n=16, seed=5)
+    assert all(r.summaries_cut == 0 for r in rb.rollouts)
+    with pytest.raises(ConfigError, match=r"harness\.cut_summary='truncate'` is invalid; choose 'keep' unless"):
+        HarnessConfig(**{**PRESETS["keyrecall-mark"].harness, "cut_summary": "truncate"}).check()

@@ -85,7 +85,8 @@ SPEC_LINES = {
     "unknown estimator": "error: `space.train.estimator=['rollout_group', 'grpo']` is invalid; choose one of "
                          "'rollout_group', 'trajectory_group', 'gae_concat', 'gae_segment_local', 'gae_compaction'",
     "unknown normaliser": "error: `base.train.normaliser='mean'` is invalid; choose one of 'token', "
-                          "'segment', 'segment_sum', 'rollout', 'constant' (aliases: 'token-mean' -> 'token', "
+                          "'segment', 'segment_sum', 'rollout', 'rollout_rows', 'constant' (aliases: "
+                          "'token-mean' -> 'token', "
                           "'seq-mean-token-mean' -> 'segment', 'seq-mean-token-sum' -> 'segment_sum', "
                           "'seq-mean-token-sum-norm' -> 'constant')",
     "duplicate seeds": "error: `seeds=[0, 1, 0]` is invalid; list each seed once (repeated: [0])",
