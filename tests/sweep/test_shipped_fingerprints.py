@@ -45,6 +45,7 @@ PINNED = {
     'normaliser': 'fe0ab0b73eb637fa',
     'questions/baseline-finished': '0aa5715ed7cd2b06',
     'questions/cost-penalty': '461e1375de4310b5',
+    'questions/cut-summary': 'c67ed7c9a70e40ee',
     'questions/per-rollout-mean': 'a5d70d79589d47e9',
     'questions/row-weight': '363dd597cf50d370',
     'questions/schedule-unit': '6eecedd4956dbf83',
