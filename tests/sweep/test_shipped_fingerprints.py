@@ -22,6 +22,7 @@ PINNED = {
     'findings/gae-dose': 'a0b47e6fccf4b72a',
     'findings/gae-lambda': '772b7fd479a24594',
     'findings/gae-mask': '6e35391be283295f',
+    'findings/gae-strong': '80e35bf6abe8851a',
     'findings/gae-routes': 'b08616bd58323807',
     'findings/normaliser-dose': 'e973f276da93512c',
     'findings/overlong-dose': 'd6829484236bce03',
