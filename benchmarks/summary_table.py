@@ -11,7 +11,7 @@ in points.
 seeds' range), over training.
 
     python benchmarks/summary_table.py --experiment summaries-relevance [--export] [--baseline V]
-        [--metrics eval/compacted/summary_holds_cued ...] [--figure docs/img/summaries/relevance.png]
+        [--metrics eval/compacted/summary_holds_cued ...] [--figure docs/img/summaries/relevance.png] [--step N]
 """
 
 from __future__ import annotations
@@ -31,10 +31,13 @@ METRICS = (names.metric(names.EVAL_COMPACTED, names.SUMMARY_HOLDS_CUED), names.E
            names.metric(names.EVAL_COMPACTED, names.SUMMARY_LENGTH))
 
 
-def first_and_last(data: SpecData, metric: str) -> pl.DataFrame:
-    """variant, seed, first, last: each run's ``metric`` at its first and its last evaluation."""
+def first_and_last(data: SpecData, metric: str, step: int | None = None) -> pl.DataFrame:
+    """variant, seed, first, last: each run's ``metric`` at its first and its last evaluation (``step``: the
+    last evaluation at or before it)."""
     assert data.history is not None, "the export has no histories"
     h = data.history.filter(pl.col("key") == metric).sort("step")
+    if step is not None:
+        h = h.filter(pl.col("step") <= step)
     ends = h.group_by("run_id").agg(pl.col("value").first().alias("first"), pl.col("value").last().alias("last"))
     return ends.join(data.runs.select("run_id", "variant", "seed"), on="run_id").drop("run_id")
 
@@ -44,8 +47,8 @@ def _cell(values: np.ndarray, scale: float) -> str:
     return f"{est.mean:+.1f} ± {est.se:.1f}"
 
 
-def table(data: SpecData, metrics: tuple[str, ...], baseline: str | None) -> str:
-    """The Markdown table (see the module docstring)."""
+def table(data: SpecData, metrics: tuple[str, ...], baseline: str | None, step: int | None = None) -> str:
+    """The Markdown table (see the module docstring); ``step``: read "final" at that step instead."""
     head = ["arm", "seeds"]
     for m in metrics:
         short = m.rsplit("/", 1)[-1]
@@ -53,7 +56,7 @@ def table(data: SpecData, metrics: tuple[str, ...], baseline: str | None) -> str
         if baseline is not None:
             head.append(f"final vs {baseline} (p)")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    frames = {m: first_and_last(data, m) for m in metrics}
+    frames = {m: first_and_last(data, m, step) for m in metrics}
     for variant in sorted(data.runs["variant"].unique().to_list()):
         cells: list[str] = []
         for m in metrics:
@@ -114,9 +117,10 @@ def main() -> None:
     parser.add_argument("--baseline", help="pair every arm's final value with this arm's, by seed")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS))
     parser.add_argument("--figure", type=Path, help="draw the first metric over training here")
+    parser.add_argument("--step", type=int, help="read the 'final' columns at this step (the speed)")
     args = parser.parse_args()
     data = spec_data(args.experiment, args.export)
-    print(table(data, tuple(args.metrics), args.baseline))
+    print(table(data, tuple(args.metrics), args.baseline, args.step))
     if args.figure is not None:
         print(f"figure {curve_figure(data, args.metrics[0], args.figure)}")
 
