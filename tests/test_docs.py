@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.docs  # a tier of its own: `pytest -m docs`, or `-m "not docs"` to leave it out
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.S)
@@ -138,7 +140,13 @@ def test_ci_runs_the_readme_commands():
     """.ci/run runs the README's test command as shown (read from README.md), and the main job's setup is
     the same install without the test extras: what the two `instead` marks on the README rely on."""
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'next(b for b in blocks if "-m pytest" in b)' in ci and 'bash -euo pipefail -c "$readme_test"' in ci
+    assert 'next(b for b in blocks if "-m pytest" in b)' in ci
+    # the command split in two, setup then suite, with lint and types between them (fail fast)
+    assert 'readme_setup=${readme_test%% && .venv/bin/python -m pytest*}' in ci
+    assert 'readme_suite=${readme_test#"$readme_setup && "}' in ci
+    setup_at = ci.index('bash -euo pipefail -c "$readme_setup"')
+    suite_at = ci.index('bash -euo pipefail -c "$readme_suite"')
+    assert setup_at < ci.index(".venv/bin/ruff check") < ci.index(".venv/bin/mypy") < suite_at
     setup_main, _, main_job = _readme_block("simlab sweep sweeps/quick.toml").partition(" && .venv/bin/simlab ")
     setup_test, _, _ = _readme_block("-m pytest").partition(" && .venv/bin/python -m pytest")
     assert main_job and setup_test == setup_main.replace("-e .", "-e '.[dev]'")
