@@ -41,3 +41,35 @@ def test_the_readme_quotes_finding_2_as_the_exports_give_it(found: fd.Findings) 
     quoted = f"{row['difference']:.1f} ± {row['se']:.1f}"
     assert f"2c100: {quoted}, Holm p {row['p_holm']:.3f}" in readme, quoted
     assert f"found {quoted} at c = 1" in readme, quoted
+
+
+def _summary_table():
+    """benchmarks/summary_table.py as a module (it imports its sibling recipe_table)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("summary_table")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+@pytest.mark.parametrize(("experiment", "metric", "quoted"), [
+    ("summaries-compaction-credit", "eval/compacted/segments_mean",
+     {"rollout": "3.5 -> 2.9 -> 3.2", "rows-as-samples": "3.5 -> 2.7 -> 2.7", "trajectory": "3.5 -> 3.0 -> 2.8"}),
+    ("summaries-duo-credit", "eval/compacted/summary_holds_answer",
+     {"train": "72.3 -> 62.3", "mask": "72.3 -> 54.4", "separate-w4": "72.3 -> 61.6"}),
+])
+def test_the_summaries_page_quotes_its_experiments_as_the_exports_give_them(experiment: str, metric: str,
+                                                                          quoted: dict[str, str]) -> None:
+    table = _summary_table()
+    data = table.spec_data(experiment, False)
+    page = (ROOT / "docs" / "summaries.md").read_text(encoding="utf-8")
+    scale = 100.0 if "holds" in metric else 1.0
+    final, early = table.first_and_last(data, metric), table.first_and_last(data, metric, 20)
+    for arm, text in quoted.items():
+        means = [scale * f.filter(f["variant"] == f"variant={arm}")[col].mean()
+                 for f, col in ((final, "first"), (early, "last"), (final, "last"))]
+        got = " -> ".join(f"{m:.1f}" for m in (means if text.count("->") == 2 else [means[0], means[2]]))
+        assert got == text and text in page, (arm, got, text)
