@@ -79,8 +79,7 @@ def _summarise(loop: LoopState, ids: list[int]) -> dict[int, WrittenSummary]:
     for r, i in enumerate(ids):
         written, kept = summary_extent(toks[r], stop)
         content, cut = toks[r, :kept], stop is not None and written == kept
-        loop.rolls[i].summaries_cut += int(cut)
-        _record(loop.rolls[i], content, None if answers is None else answers[i],
+        _record(loop.rolls[i], content, cut, None if answers is None else answers[i],
                 None if facts is None else facts[i], -1 if cued is None else int(cued[i]))
         out[i] = WrittenSummary(toks[r, :written].tolist(), lp[r, :written] if (own and lp is not None) else None,
                                 vals[r, :written] if (own and vals is not None) else None, kept, cut)
@@ -96,9 +95,12 @@ def summary_extent(tokens: IntArray, stop: int | None) -> tuple[int, int]:
     return (int(ends[0]) + 1, int(ends[0])) if ends.size else (tokens.size, tokens.size)
 
 
-def _record(ro: RolloutState, content: IntArray, answer: int | None, facts: IntArray | None, cued: int) -> None:
-    """Count one summary and what it holds: its length, the asked answer, the cued fact, any other fact."""
+def _record(ro: RolloutState, content: IntArray, cut: bool, answer: int | None, facts: IntArray | None,
+            cued: int) -> None:
+    """Count one summary and what it holds: its length, whether it was cut at its budget, the asked answer,
+    the cued fact, any other fact."""
     ro.summaries += 1
+    ro.summaries_cut += int(cut)
     ro.summary_lengths.append(int(content.size))
     ro.summaries_with_answer += int(answer is not None and bool((content == answer).any()))
     if facts is None or cued < 0:
