@@ -1,20 +1,20 @@
-"""Run configuration: one section per part of a run, resolved from layered settings in one place.
+"""Run configuration: one section per part of a run, built from layered settings in one place.
 
-A run is described by a nested mapping (a TOML file, a sweep cell, ``--set`` overrides) with sections
+A run is described by nested mappings (a TOML file, ``--set`` overrides, a sweep cell) with sections
 ``task``, ``harness``, ``policy``, ``base``, ``train`` and ``eval`` plus top-level ``seed`` and
-``device``. :func:`resolve` layers it over the defaults:
+``device``. Each is a user layer (:mod:`simlab.settings`) over the layers simlab adds:
 
-    section defaults < task preset (task, harness, policy, base, train) < recipe (harness, train)
-    < the mapping itself
+    defaults < derived (policy.max_len) < task preset < recipe (harness, train) < the user's layers
+    < smoke size
 
-Every section is checked when it is built (:mod:`simlab.schema`), and the settings a user gives are
-checked one by one before any preset or recipe arithmetic reads them. Errors name the key path, the
-bad value and what is allowed, Optuna style: "`train.eps_low=0` is invalid; choose a finite value > 0".
-When a recipe derives a bad value from a user's setting (supo's L = 0.95 W from ``harness.window``),
-the error names the user's setting (:mod:`simlab.blame`). :func:`flatten` gives the
-``{"section.key": value}`` form that is logged as run params.
+:func:`build` merges them once and validates each section and the run as a whole once (:mod:`simlab.schema`);
+the values the user set are checked one by one first, before any preset or recipe arithmetic reads them.
+Errors name the key path, the bad value and what is allowed, Optuna style: "`train.eps_low=0` is
+invalid; choose a finite value > 0"; a refused value the user did not set names the layer that set it
+and the user's setting it came from or clashes with (:meth:`simlab.settings.Settings.blame`).
+:func:`flatten` gives the ``{"section.key": value}`` form that is logged as run params.
 
-This module owns ``RunConfig``, the resolution and the public entry points (:func:`resolve`,
+This module owns ``RunConfig``, the resolution and the public entry points (:func:`build`, :func:`resolve`,
 :func:`load`, :func:`apply_overrides`, :func:`flatten`); the ``train``, ``base`` and ``eval`` sections
 are declared in :mod:`simlab.run_sections` and exported from here.
 """
@@ -31,14 +31,13 @@ from typing import Annotated, Any
 from pydantic import InstanceOf
 
 from simlab import smoke
-from simlab.blame import layered_harness
 from simlab.credit import ESTIMATORS, estimator_family
 from simlab.errors import ConfigError
 from simlab.harness.agents import agent_fits
 from simlab.harness.config import HarnessConfig, window_need
 from simlab.harness.triggers import TRIGGERS
 from simlab.policy.config import PolicyConfig
-from simlab.recipes import RECIPES, Recipe
+from simlab.recipes import RECIPES
 from simlab.rules import Names, Seed, check_value
 from simlab.run_sections import (
     BASE_LATER_SETTINGS,
@@ -50,6 +49,7 @@ from simlab.run_sections import (
 )
 from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, set_path
 from simlab.schema import flatten as flatten_paths
+from simlab.settings import USER, Layer, Settings
 from simlab.tasks.config import TaskConfig
 from simlab.tasks.presets import BASE_LATER_FIELDS, PRESET_NAMES, PRESETS, get_preset, hashed_fields
 
@@ -166,11 +166,31 @@ class RunConfig(Section):
 
 
 # ------------------------------------------------------------------------------------- resolving
-def _section(nested: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = nested.get(name, {})
-    if not isinstance(value, dict):
-        raise ConfigError.invalid(name, value, "it must be a table of settings")
-    return dict(value)
+def user_layer(nested: Mapping[str, Any] | None, label: str = "your settings") -> Layer:
+    """A user's nested settings (a TOML file's tables, a sweep cell) as one layer; a key that is no section
+    or top-level setting, or a section that is no table, is refused here."""
+    nested = dict(nested or {})
+    for key, value in nested.items():
+        if key not in SECTIONS and key not in TOP_LEVEL:
+            raise ConfigError.unknown(key, [*TOP_LEVEL, *SECTIONS])
+        if key in SECTIONS and not isinstance(value, dict):
+            raise ConfigError.invalid(key, value, "it must be a table of settings")
+    layer = Layer.of(USER, label, {k: v for k, v in nested.items() if k in SECTIONS})
+    return Layer(USER, label, {**{k: nested[k] for k in TOP_LEVEL if k in nested}, **layer.values})
+
+
+def _check_user(settings: Settings, preset: Any) -> None:
+    """Each value a user layer set, against its own field, before any preset or recipe arithmetic reads it."""
+    for cls in (type(preset.task), HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
+        name = "task" if cls is type(preset.task) else cls.SECTION
+        for layer in settings.layers:
+            cls.check_fields({k.split(".", 1)[1]: v for k, v in layer.values.items()
+                              if k.split(".", 1)[0] == name and k != "task.preset"})
+    for layer in settings.layers:
+        RunConfig.check_fields({k: v for k, v in layer.values.items() if k in TOP_LEVEL})
+        if "policy.vocab_size" in layer.values:
+            raise ConfigError.invalid("policy.vocab_size", layer.values["policy.vocab_size"],
+                                      "it is set by the task (task.vocab_size); remove it")
 
 
 def _env_need(env_id: str, task_cfg: TaskConfig) -> tuple[int, int]:
@@ -186,14 +206,16 @@ def _env_need(env_id: str, task_cfg: TaskConfig) -> tuple[int, int]:
         env.close()
 
 
-def _train(preset: Any, recipe: Recipe, harness: HarnessConfig, user: dict[str, Any]) -> TrainConfig:
-    data = {**preset.train, **recipe.train(plain(harness)), **user}
+def _train_settings(settings: Settings) -> dict[str, Any]:
+    """The train section's settings with ``auto`` read: the algorithm by the estimator's family, the critic
+    by the algorithm."""
+    data = settings.section("train")
     estimator = data.get("estimator", TrainConfig.default("estimator"))
     if estimator in ESTIMATORS and data.get("algorithm", "auto") == "auto":
         data["algorithm"] = "grpo" if estimator_family(estimator) == "group" else "ppo"
     if data.get("critic", "auto") == "auto":
         data["critic"] = "none" if data.get("algorithm") == "grpo" else "separate"
-    return TrainConfig(**data)
+    return data
 
 
 def _check_draw(harness: HarnessConfig, train: TrainConfig, need: tuple[int, int]) -> None:
@@ -217,48 +239,63 @@ def _check_draw(harness: HarnessConfig, train: TrainConfig, need: tuple[int, int
                                       f"{exc.allowed}") from None
 
 
-def resolve(nested: Mapping[str, Any] | None = None) -> RunConfig:
-    """Layer ``nested`` over the preset, the recipe and the defaults; validate everything.
+def _default(path: str) -> Any:
+    """The default of a key path of the run's own sections (what no layer set)."""
+    section, _, name = path.partition(".")
+    sections: dict[str, type[Section]] = {"base": BaseConfig, "train": TrainConfig, "eval": EvalConfig}
+    return sections[section].default(name)
 
-    The user's settings are checked one by one first, then each section as a whole, then the rules
-    across sections and the window check. Raises :class:`~simlab.errors.ConfigError`. Under
-    ``$SIMLAB_SMOKE`` the sizes are capped last (:mod:`simlab.smoke`).
-    """
-    nested = copy.deepcopy(dict(nested or {}))
-    for key in nested:
-        if key not in SECTIONS and key not in TOP_LEVEL:
-            raise ConfigError.unknown(key, [*TOP_LEVEL, *SECTIONS])
-    user = {name: _section(nested, name) for name in SECTIONS}
-    preset = get_preset(user["task"].pop("preset", DEFAULT_PRESET))
-    type(preset.task).check_fields(user["task"])
-    recipe = RECIPES.get(check_value("train.recipe", user["train"].get("recipe", TrainConfig.default("recipe")),
-                                     TrainConfig.allows("recipe")))
-    for cls in (HarnessConfig, TrainConfig, PolicyConfig, BaseConfig, EvalConfig):
-        cls.check_fields(user[cls.SECTION])
-    top = {key: nested[key] for key in TOP_LEVEL if key in nested}
-    RunConfig.check_fields(top)
-    if "vocab_size" in user["policy"]:
-        raise ConfigError.invalid("policy.vocab_size", user["policy"]["vocab_size"],
-                                  "it is set by the task (task.vocab_size); remove it")
 
-    task_cfg = preset.task.replace(**user["task"])
+def _assemble(settings: Settings) -> RunConfig:
+    """The layers below the user's added (preset, recipe, derived, smoke), each section built from its merged
+    settings, the run config validated once."""
+    preset = get_preset(settings.section("task").get("preset", DEFAULT_PRESET))
+    _check_user(settings, preset)
+    settings.add(Layer.of("preset", f"preset {preset.name!r}", {
+        "harness": preset.harness, "policy": preset.policy, "base": preset.base, "train": preset.train}))
+    recipe = RECIPES.get(check_value("train.recipe", settings.section("train").get("recipe", TrainConfig.default(
+        "recipe")), TrainConfig.allows("recipe")))
+    label = f"train.recipe={recipe.name!r}"
+    task_cfg = preset.task.replace(**{k: v for k, v in settings.section("task").items() if k != "preset"})
     need = _env_need(preset.env_id, task_cfg)
-    harness_cfg = layered_harness(preset, recipe, user["harness"], need)
-    train_cfg = _train(preset, recipe, harness_cfg, user["train"])
-    _check_draw(harness_cfg, train_cfg, need)
-    policy = {"max_len": harness_cfg.window + POLICY_MARGIN, "value_head": train_cfg.critic == "head",
-              **preset.policy, **user["policy"]}
-    return smoke.shrink(RunConfig(
-        preset=preset.name,
-        env_id=preset.env_id,
-        task=task_cfg,
-        harness=harness_cfg,
-        policy=PolicyConfig(vocab_size=task_cfg.vocab_size, **policy),
-        base=BaseConfig(**{**preset.base, **user["base"]}),
-        train=train_cfg,
-        eval=EvalConfig(**user["eval"]),
-        **top,
-    ))
+    settings.add(Layer.of("recipe", label, {"harness": recipe.harness(settings.section("harness"))},
+                          reads=recipe.reads))
+    harness = HarnessConfig(**settings.section("harness"))
+    harness.check_fits(*need)
+    settings.add(Layer.of("recipe", label, {"train": recipe.train(plain(harness))}, reads=recipe.reads))
+    settings.add(Layer("smoke", f"${smoke.ENV}", smoke.caps(lambda path: settings.get(path, _default(path)))))
+    train = TrainConfig(**_train_settings(settings))
+    _check_draw(harness, train, need)
+    settings.add(Layer.of("derived", "the window and the critic", {"policy": {
+        "max_len": harness.window + POLICY_MARGIN, "value_head": train.critic == "head"}}, reads=("harness.window",)))
+    top = {key: settings.get(key) for key in TOP_LEVEL if settings.origin(key) is not None}
+    return RunConfig(
+        preset=preset.name, env_id=preset.env_id, task=task_cfg, harness=harness, train=train,
+        policy=PolicyConfig(vocab_size=task_cfg.vocab_size, **settings.section("policy")),
+        base=BaseConfig(**settings.section("base")), eval=EvalConfig(**settings.section("eval")), **top,
+    )
+
+
+def build(layers: list[Layer]) -> RunConfig:
+    """The run config of the user's ``layers`` (lowest first) over the preset, the recipe and the defaults.
+
+    Every value a user layer set is checked against its field first; then the layers are merged once,
+    each section built from its settings and the run config validated once. A refusal names the layer
+    that set the value and, where the user set none of it, the user's setting it came from or clashes
+    with (:meth:`simlab.settings.Settings.blame`). Under ``$SIMLAB_SMOKE`` the sizes are capped by the
+    top layer (:mod:`simlab.smoke`).
+    """
+    settings = Settings(layers)
+    try:
+        return _assemble(settings)
+    except ConfigError as exc:
+        raise settings.blame(exc) from None
+
+
+def resolve(nested: Mapping[str, Any] | None = None, label: str = "your settings") -> RunConfig:
+    """The run config of one nested mapping of settings (a file's tables, a sweep cell); ``label`` names
+    it in a refusal. Raises :class:`~simlab.errors.ConfigError`."""
+    return build([user_layer(copy.deepcopy(dict(nested or {})), label)])
 
 
 def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,9 +311,11 @@ def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
     return out
 
 
-def load(path: Path | str, overrides: list[str] | None = None) -> RunConfig:
-    """Read a TOML run config, apply ``--set`` overrides and resolve."""
-    return resolve(apply_overrides(read_toml(path), parse_overrides(overrides or [])))
+def load(path: Path | str | None, overrides: list[str] | None = None) -> RunConfig:
+    """The run config of a TOML file (if any) with ``--set`` overrides above it: two user layers."""
+    layers = [user_layer(read_toml(path), str(path))] if path is not None else []
+    sets = apply_overrides({}, parse_overrides(overrides or []))
+    return build([*layers, user_layer(sets, "--set")])
 
 
 def flatten(cfg: RunConfig) -> dict[str, Any]:
@@ -285,6 +324,19 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "PRESETS", "BaseConfig", "ConfigError", "EvalConfig", "RunConfig", "TrainConfig", "apply_overrides",
-    "flatten", "load", "parse_overrides", "parse_value", "read_toml", "resolve",
+    "PRESETS",
+    "BaseConfig",
+    "ConfigError",
+    "EvalConfig",
+    "RunConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "build",
+    "flatten",
+    "load",
+    "parse_overrides",
+    "parse_value",
+    "read_toml",
+    "resolve",
+    "user_layer",
 ]

@@ -33,17 +33,22 @@ class ConfigError(Exception):
     Build one with :meth:`invalid` (a value that is not allowed), :meth:`unknown` (a key that is not a
     setting) or, for a message that does not fit either form, with the message itself. ``key``,
     ``value`` and ``allowed`` are kept as attributes so that a caller can re-key the error
-    (:meth:`under`) or name a different culprit without parsing the message.
+    (:meth:`under`) or name a different culprit without parsing the message; ``involves`` holds the key
+    paths of the other settings the broken rule relates ``key`` to (a bare section name stands for all of
+    its keys), so that a refusal of a value the user did not set names the user's setting it clashes with
+    (:meth:`simlab.settings.Settings.blame`).
     """
 
     KEY: str = "a setting"
     """What a known key is called in :meth:`unknown`'s message."""
 
-    def __init__(self, message: str, *, key: str | None = None, value: Any = _UNSET, allowed: str = "") -> None:
+    def __init__(self, message: str, *, key: str | None = None, value: Any = _UNSET, allowed: str = "",
+                 involves: tuple[str, ...] = ()) -> None:
         super().__init__(" ".join(message.split()))  # one line, whatever a library's message held
         self.key = key
         self.value = value
         self.allowed = allowed
+        self.involves = involves
 
     @property
     def has_value(self) -> bool:
@@ -51,9 +56,10 @@ class ConfigError(Exception):
         return self.value is not _UNSET
 
     @classmethod
-    def invalid(cls, key: str, value: Any, allowed: str) -> Self:
+    def invalid(cls, key: str, value: Any, allowed: str, *, involves: tuple[str, ...] = ()) -> Self:
         """```key=value`` is invalid; allowed`` (``allowed`` reads "choose ..." or says why)."""
-        return cls(f"`{key}={_SHOWN.repr(value)}` is invalid; {allowed}", key=key, value=value, allowed=allowed)
+        return cls(f"`{key}={_SHOWN.repr(value)}` is invalid; {allowed}", key=key, value=value, allowed=allowed,
+                   involves=involves)
 
     @classmethod
     def unknown(cls, key: str, choices: Any) -> Self:
@@ -67,7 +73,7 @@ class ConfigError(Exception):
             return self
         key = f"{prefix}.{self.key}"
         if self.has_value:
-            return type(self).invalid(key, self.value, self.allowed)
+            return type(self).invalid(key, self.value, self.allowed, involves=self.involves)
         message = str(self).replace(f"`{self.key}`", f"`{key}`", 1)
         return type(self)(message, key=key, allowed=self.allowed)
 

@@ -32,6 +32,9 @@ class Recipe:
     """One line: the paper and what the recipe is."""
     harness: HarnessDefaults
     train: TrainDefaults = field(default=lambda harness: {})
+    reads: tuple[str, ...] = ()
+    """The key paths its defaults are computed from (supo's L from ``harness.window``): a refusal of a value
+    it derived names the user's setting among them (:meth:`simlab.settings.Settings.blame`)."""
 
 
 RECIPES: Registry[Recipe] = Registry("train.recipe")
@@ -54,7 +57,8 @@ def _supo(preset: dict[str, Any]) -> dict[str, Any]:
     """L = 0.95 W, lowered where a small window must still hold v_sum and the summary after L."""
     window = int(_get(preset, "window"))
     room = (window - 2 - summary_room(int(_get(preset, "summary_tokens")), _get(preset, "summary_budget"))) / window
-    return {"trigger": "threshold", "frac": min(0.95, int(room * 100) / 100), "discard": True,
+    # at least 0.01: a window too small for any L is refused by the window check, which names the least window
+    return {"trigger": "threshold", "frac": max(0.01, min(0.95, int(room * 100) / 100)), "discard": True,
             "summariser": "self", "tail_steps": 0}
 
 
@@ -82,6 +86,7 @@ _add(Recipe(
     "overlong mask, discard rule",
     _supo,
     _train(estimator="rollout_group", normaliser="token", overlong_mask=True),
+    reads=("harness.window", "harness.summary_tokens", "harness.summary_budget"),
 ))
 _add(Recipe(
     "compactionrl", "CompactionRL (arXiv 2607.05378): budget trigger, k=2 tail, S=3, PPO with a separate "
@@ -91,6 +96,7 @@ _add(Recipe(
                "lam": "response_cap", "alpha": 1.5, "response_cap": max(int(h["window"]) // 6, 2),
                "normaliser": "token", "overlong_mask": False, "value_pretrain_steps": 5, "value_updates": 2,
                "critic_lr_scale": 1.5, "eps_low": 0.2, "eps_high": 0.2},
+    reads=("harness.window",),
 ))
 _add(Recipe(
     "resum", "ReSum-GRPO (arXiv 2509.13313): a separate frozen summariser (the scripted agent), "
@@ -111,10 +117,11 @@ _add(Recipe("sliding", "Truncation baseline: drop the oldest steps, no summary",
 _add(Recipe("mem1", "MEM1-like: rewrite a constant-size state after every step",
             lambda p: {"trigger": "every_step", "summariser": "self", "tail_steps": 0,
                        "max_compactions": int(_get(p, "max_steps"))},  # a rewrite per step: S never binds
-            _train(estimator="rollout_group", normaliser="token")))
+            _train(estimator="rollout_group", normaliser="token"), reads=("harness.max_steps",)))
 _add(Recipe("memagent", "MemAgent-like: summarise every fixed number of steps, overwriting the memory",
             lambda p: {"trigger": "chunked", "summariser": "self", "tail_steps": 0,
                        "max_compactions": int(_get(p, "max_steps"))},  # one memory write per chunk
-            _train(estimator="rollout_group", normaliser="token")))
+            _train(estimator="rollout_group", normaliser="token"), reads=("harness.max_steps",)))
 _add(Recipe("grpo", "Plain GRPO with no compaction at the same effective horizon L x (S+1)",
-            _matched_window, _train(estimator="rollout_group", normaliser="token")))
+            _matched_window, _train(estimator="rollout_group", normaliser="token"),
+            reads=("harness.window", "harness.frac", "harness.max_compactions")))

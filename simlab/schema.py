@@ -62,12 +62,13 @@ class Section(BaseModel):
     def check(self) -> None:
         """Rules that involve several fields; runs once every field passed its own rule."""
 
-    def invalid(self, name: str, allowed: str, *, suffix: str = "") -> ConfigError:
-        """The error for field ``name`` (its current value) under this section's prefix."""
+    def invalid(self, name: str, allowed: str, *, suffix: str = "", involves: tuple[str, ...] = ()) -> ConfigError:
+        """The error for field ``name`` (its current value) under this section's prefix; ``involves``: the key
+        paths of the other settings the broken rule relates it to (``ConfigError.involves``)."""
         value = getattr(self, name)
         if suffix:
             value = value[int(suffix.strip("[]"))]
-        return ConfigError.invalid(self.key(name) + suffix, value, allowed)
+        return ConfigError.invalid(self.key(name) + suffix, value, allowed, involves=involves)
 
     @classmethod
     def key(cls, name: str) -> str:

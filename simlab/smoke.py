@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from simlab.sweep.spec import SweepSpec
 
-
-class _Config(Protocol):
-    """A resolved run config as this module sees it (not imported: :mod:`simlab.config` imports this one)."""
-
-    def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` applied."""
-
-
-Config = TypeVar("Config", bound=_Config)
 
 ENV = "SIMLAB_SMOKE"
 """The environment variable; any value but empty or ``0`` turns smoke size on."""
@@ -44,15 +36,14 @@ def on() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def shrink(cfg: Config) -> Config:
-    """A resolved run config at smoke size when smoke size is on (each capped setting at most its cap)."""
+def caps(value_of: Callable[[str], Any]) -> dict[str, int]:
+    """The smoke layer of a run's settings (:mod:`simlab.settings`): each capped key path at the smaller of
+    its value (``value_of(key)``: what the layers below set, or the default) and its cap; empty when smoke
+    size is off."""
     if not on():
-        return cfg
-    changes = {}
-    for name, caps in CAPS.items():
-        section = getattr(cfg, name)
-        changes[name] = section.replace(**{k: min(getattr(section, k), cap) for k, cap in caps.items()})
-    return cfg.replace(**changes)
+        return {}
+    return {f"{name}.{key}": min(value_of(f"{name}.{key}"), cap) for name, section in CAPS.items()
+            for key, cap in section.items()}
 
 
 def shrink_spec(spec: SweepSpec) -> SweepSpec:

@@ -8,6 +8,7 @@ float key), so a setting added later is covered without editing this file.
 from __future__ import annotations
 
 import math
+import re
 import socket
 import subprocess
 import sys
@@ -399,41 +400,80 @@ def test_a_clash_between_a_variant_and_an_axis_fails_before_the_sweep(tmp_path: 
 
 
 # ------------------------------------------------------------------- 7. errors that name the wrong key
+SUPO_WINDOW_21 = ("`harness.window=21` is invalid; train.recipe='supo' derives harness.frac=0.61 from it, where the "
+                  "trigger limit 12 tokens cannot hold the prompt, a summary and one step (21 tokens); raise it so the "
+                  "limit is >= 21; change harness.window (set in your settings) or set harness.frac yourself")
+
+
 @pytest.mark.parametrize(
     ("nested", "message"),
     [
-        # supo derives L = frac x W from the window: the window is named, with the nearest one that works
-        ({"harness": {"window": 8}}, "`harness.window=8` is invalid; train.recipe='supo' derives harness.frac"),
-        ({"harness": {"window": 20}}, "`harness.window=20` is invalid"),
+        # the window check names its least window: exact for that check
+        ({"harness": {"window": 8}}, "`harness.window=8` is invalid; it cannot hold the prompt (3), a summary (7) "
+         "and one step (11); choose an integer >= 21"),
+        # supo derives L = frac x W from the window: the window is named, with the recipe that derived frac
+        ({"harness": {"window": 21}}, SUPO_WINDOW_21),
         # grpo widens the window to L x (S + 1): a huge S is named, not the derived window
         ({"train": {"recipe": "grpo"}, "harness": {"max_compactions": 1000}},
-         "`harness.max_compactions=1000` is invalid; train.recipe='grpo' derives harness.window=76076"),
-        # a long summary clashes with the preset's window: the summary length is named
+         "`harness.max_compactions=1000` is invalid; train.recipe='grpo' derives harness.window=76076 from it, where "
+         "choose an integer >= 8 (at most 2**16); change harness.max_compactions (set in your settings) or set "
+         "harness.window yourself"),
+        # a long summary clashes with the preset's window: the summary length is named, with the preset
         ({"harness": {"summary_tokens": 90}},
-         "`harness.summary_tokens=90` is invalid; it clashes with harness.window=96"),
-        ({"train": {"recipe": "compactionrl"}, "harness": {"t_comp": 100}}, "`harness.t_comp=100` is invalid"),
+         "`harness.summary_tokens=90` is invalid; it clashes with harness.window=96 (set by preset 'keyrecall-tiny'), "
+         "where it cannot hold the prompt (3), a summary (91) and one step (11); choose an integer >= 105; change "
+         "harness.summary_tokens (set in your settings) or set harness.window yourself"),
+        ({"train": {"recipe": "compactionrl"}, "harness": {"t_comp": 100}},
+         "`harness.t_comp=100` is invalid; the trigger limit -4 tokens cannot hold the prompt, a summary and one step "
+         "(21 tokens); choose an integer <= 75"),
     ],
 )
 def test_the_error_names_the_setting_the_user_gave(nested: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         resolve(nested)
-    assert str(err.value).startswith(message), str(err.value)
-    assert "choose an integer" in str(err.value)  # and says what would work
+    assert str(err.value) == message
 
 
-def test_the_suggested_value_works() -> None:
+def test_a_value_no_user_set_names_its_layer_and_how_to_override_it() -> None:
+    """Nothing the user set is involved (a preset value breaks a rule of its own): the layer is named."""
+    from simlab.settings import Layer, Settings
+
+    settings = Settings([Layer("preset", "preset 'x'", {"harness.window": 9})])
+    said = settings.blame(ConfigError.invalid("harness.window", 9, "choose an integer >= 21"))
+    assert str(said) == ("`harness.window=9` is invalid; choose an integer >= 21 (harness.window is set by "
+                         "preset 'x'; set it yourself to override it)")
+
+
+def test_the_file_and_the_set_layers_are_named_apart(tmp_path: Path) -> None:
+    from simlab.config import load
+
+    path = tmp_path / "run.toml"
+    path.write_text("[harness]\nsummary_tokens = 90\n")
+    with pytest.raises(ConfigError, match=f"change harness.summary_tokens \\(set in {re.escape(str(path))}\\)"):
+        load(path, [])
+    said = "change harness.window (set in --set) or set harness.frac yourself"
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load(path, ["harness.summary_tokens=2", "harness.window=21"])
+
+
+def test_the_window_checks_least_window_works_where_no_recipe_derives_from_it() -> None:
+    """The bound is the window check's own: exact under a recipe that derives nothing from the window; under
+    supo the next refusal names the derivation."""
     with pytest.raises(ConfigError) as err:
         resolve({"harness": {"window": 8}})
     least = int(str(err.value).rsplit(">= ", 1)[1])
-    assert resolve({"harness": {"window": least}}).harness.window == least
+    react = {"train": {"recipe": "react"}}
+    assert resolve({**react, "harness": {"window": least}}).harness.window == least
     with pytest.raises(ConfigError):
-        resolve({"harness": {"window": least - 1}})
+        resolve({**react, "harness": {"window": least - 1}})
+    with pytest.raises(ConfigError) as err:
+        resolve({"harness": {"window": least}})
+    assert str(err.value) == SUPO_WINDOW_21
 
 
 def test_window_8_under_supo_on_the_command_line(tmp_path: Path) -> None:
     out = run("train", "--set", "harness.window=8", "--out", str(tmp_path / "run"), "--store", str(tmp_path / "s"))
-    _fails_cleanly(out, "`harness.window=8` is invalid", "choose an integer >= ")
-    assert "harness.frac=" not in out.stderr.split(";")[0]
+    _fails_cleanly(out, "`harness.window=8` is invalid", "choose an integer >= 21")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -598,7 +638,9 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_before_the_store(tmp_path: P
 # ------------------------------------------------------- issue 42: summaries of a chosen length, the cue, FoldAct
 @pytest.mark.parametrize(("settings", "words"), [
     (["harness.summary_budget=0"], ("harness.summary_budget", "0")),
-    (["harness.summary_budget=48"], ("harness.summary_budget", "48", "<= 16")),  # no room for the threshold
+    (["harness.summary_budget=48"], ("harness.summary_budget", "48", "[1, 47]")),
+    # no room for the threshold: the recipe's derivation is named
+    (["harness.summary_budget=17"], ("harness.summary_budget", "17", "train.recipe='supo' derives harness.frac")),
     (["task.cue_reliability=1.5"], ("task.cue_reliability", "1.5", "[0, 1]")),
     (["task.cue_reliability=-0.1"], ("task.cue_reliability", "-0.1")),
     (["train.summary_loss=separate", "train.summary_weight=inf"], ("train.summary_weight", "inf")),

@@ -245,10 +245,10 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
     """The resolved config and the run folder, every input checked before anything is written."""
     import time
 
-    from simlab.config import apply_overrides, load, parse_overrides, resolve
+    from simlab.config import load
     from simlab.stores import check_folder_target
 
-    cfg = load(config, items) if config is not None else resolve(apply_overrides({}, parse_overrides(items)))
+    cfg = load(config, items)
     check_folder_target(store, "--store")
     folder = out or store / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.train.recipe}"
     check_folder_target(folder, "--out")

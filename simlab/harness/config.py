@@ -135,18 +135,18 @@ class HarnessConfig(Section):
     0: every summary is the summariser's own. Needs a summariser other than ``self`` and ``none``."""
 
     def check(self) -> None:
-        """``t_comp`` has to fit the window when the budget trigger reads it, a summary's budget the window
-        (the threshold's room for it is :meth:`check_fits`'s), and a lossy summariser must be a separate one."""
-        if _triggers().canonical(self.trigger) == "budget" and self.t_comp > self.window - 1:
-            raise self.invalid("t_comp", int_text(1, self.window - 1))
+        """A summary's budget has to fit the window (the threshold's room for it, and ``t_comp``'s bounds, are
+        :meth:`check_fits`'s: they need the task's sizes), and a lossy summariser must be a separate one."""
         if self.summary_budget is not None and self.summary_budget > self.window - 1:
-            raise self.invalid("summary_budget", int_text(1, self.window - 1))
+            raise self.invalid("summary_budget", int_text(1, self.window - 1), involves=("harness.window",))
         if self.cut_summary != "keep" and self.summary_budget is None:
             raise self.invalid("cut_summary", "choose 'keep' unless summaries have a variable length (set "
-                               "harness.summary_budget): a fixed-length summary is never cut")
+                               "harness.summary_budget): a fixed-length summary is never cut",
+                               involves=("harness.summary_budget",))
         if self.summariser_loss and self.summariser in ("self", "none"):
             raise self.invalid("summariser_loss", "choose 0 unless harness.summariser is a separate summariser "
-                               f"(a reference agent or 'frozen'; it is {self.summariser!r})")
+                               f"(a reference agent or 'frozen'; it is {self.summariser!r})",
+                               involves=("harness.summariser",))
 
     @property
     def threshold(self) -> int:
@@ -172,25 +172,32 @@ class HarnessConfig(Section):
     def check_fits(self, prompt_tokens: int, step_tokens: int) -> None:
         """The window (and L, for length triggers) must hold the prompt, a summary and one step."""
         need = 1 + prompt_tokens + 1 + self.summary_room + step_tokens
+        sizes = ("harness.summary_tokens", "harness.summary_budget", "task")  # what `need` is made of
         if self.window < need:
             raise self.invalid(
                 "window", f"it cannot hold the prompt ({1 + prompt_tokens}), a summary ({1 + self.summary_room}) "
-                f"and one step ({step_tokens}); choose an integer >= {need}"
+                f"and one step ({step_tokens}); choose an integer >= {need}", involves=sizes,
             )
         trig = _triggers().get(self.trigger)
         limit = trig.limit(self)
-        key = "t_comp" if trig.name == "budget" else "frac"
+        key = "t_comp" if trig.name == "budget" else "frac"  # the budget trigger's limit is W - t_comp
         if trig.kind != "never" and trig.length_based and limit < need:
+            fix = f"raise it so the limit is >= {need}"
+            if key == "t_comp":
+                fix = f"choose an integer <= {self.window - need}"
             raise self.invalid(
                 key, f"the trigger limit {limit} tokens cannot hold the prompt, a summary and one step "
-                f"({need} tokens); raise it so the limit is >= {need}"
+                f"({need} tokens); {fix}", involves=("harness.window", *sizes),
             )
-        room = limit + len(self.v_sum_tokens) + self.summary_room
-        if trig.kind == "summary" and trig.length_based and room > self.window:
+        most = self.window - len(self.v_sum_tokens) - self.summary_room
+        if trig.kind == "summary" and trig.length_based and limit > most:
+            fix = f"lower it so the limit is <= {most}"
+            if key == "t_comp":
+                fix = f"choose an integer >= {self.window - most}"
             raise self.invalid(
                 key, f"the trigger limit {limit} + v_sum ({len(self.v_sum_tokens)}) + summary "
-                f"({self.summary_room}) exceeds the window {self.window}, so no summary could be written; "
-                f"lower it so the limit is <= {self.window - len(self.v_sum_tokens) - self.summary_room}"
+                f"({self.summary_room}) exceeds the window {self.window}, so no summary could be written; {fix}",
+                involves=("harness.window", "harness.v_sum", *sizes),
             )
 
 

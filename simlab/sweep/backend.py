@@ -7,7 +7,9 @@ processes can load it themselves instead of unpickling closures.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -74,9 +76,21 @@ def load_backend(path: str) -> TrialBackend:
 
 
 def _simlab_build(settings: dict[str, Any], seed: int) -> RunConfig:
+    """The cell's run config: validated once per process and cell (:func:`_resolved`), so that the check
+    before the sweep, the shared base checkpoints and the trial itself share one validation."""
+    from simlab import smoke
+
+    return _resolved(json.dumps([settings, seed, smoke.on()], sort_keys=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(cell: str) -> RunConfig:
+    """The run config of a cell given as ``[settings, seed, smoke size]`` in JSON (a sweep spec's values are
+    TOML's, so JSON holds them); a refusal is raised each time, not kept."""
     from simlab.config import apply_overrides, resolve
 
-    return resolve(apply_overrides({}, {**SWEEP_SEEDS, **settings, "seed": seed}))
+    settings, seed, _ = json.loads(cell)
+    return resolve(apply_overrides({}, {**SWEEP_SEEDS, **settings, "seed": seed}), label="the sweep spec")
 
 
 def _simlab_flatten(cfg: RunConfig) -> dict[str, Any]:

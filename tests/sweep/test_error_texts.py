@@ -150,7 +150,8 @@ OPEN_LINES: dict[str, str] = {
     'heartbeat 0': '`--heartbeat=0` is invalid; choose an integer number of seconds in [1, 86400]',
     'workers 0': '`workers=0` is invalid; choose an integer in [1, 1024]',
     'tpe probes that clash': (
-        "`harness.t_comp=60` is invalid; choose an integer <= 27 (in the configuration train.recipe='compactionrl', "
+        "`harness.t_comp=60` is invalid; the trigger limit -12 tokens cannot hold the prompt, a summary and one step "
+        "(21 tokens); choose an integer <= 27 (in the configuration train.recipe='compactionrl', "
         'harness.window=48, harness.t_comp=60)'
     ),
     'changed spec, journal': (
