@@ -47,7 +47,7 @@ from simlab.run_sections import (
     EvalConfig,
     TrainConfig,
 )
-from simlab.schema import Section, loggable, parse_overrides, parse_value, plain, read_toml, set_path
+from simlab.schema import Section, loggable, parse_overrides, parse_value, read_toml, set_path
 from simlab.schema import flatten as flatten_paths
 from simlab.settings import USER, Layer, Settings
 from simlab.tasks.config import TaskConfig
@@ -112,10 +112,11 @@ class RunConfig(Section):
     def to_nested(self) -> dict[str, Any]:
         """The resolved config as a nested mapping that :func:`resolve` accepts back unchanged."""
         out: dict[str, Any] = {"seed": self.seed, "device": self.device}
-        out["task"] = {"preset": self.preset, **plain(self.task)}
+        out["task"] = {"preset": self.preset, **self.task.model_dump(mode="json")}
         for name in ("harness", "base", "train", "eval"):
-            out[name] = plain(getattr(self, name))
-        out["policy"] = {k: v for k, v in plain(self.policy).items() if k != "vocab_size"}  # the task sets it
+            out[name] = getattr(self, name).model_dump(mode="json")
+        policy = self.policy.model_dump(mode="json", exclude={"vocab_size"})  # the task sets it
+        out["policy"] = policy
         return out
 
     def base_harness_settings(self) -> dict[str, Any]:
@@ -153,8 +154,8 @@ class RunConfig(Section):
         """Address of this run's base checkpoint: the task it was taught on (``base_task``), the preset's
         harness, the policy shape, ``base``. Tasks that differ only in what ``teach = "full"`` takes away
         (PeekRead's coupling) share one base model."""
-        policy = {k: v for k, v in plain(self.policy).items() if k != "value_head"}  # heads are added later
-        base = {**{k: v for k, v in plain(self.base).items()
+        policy = self.policy.model_dump(mode="json", exclude={"value_head"})  # heads are added later
+        base = {**{k: v for k, v in self.base.model_dump(mode="json").items()
                    if k != "cache" and (k not in BASE_LATER_SETTINGS or BASE_LATER_SETTINGS[k] != v)},
                 "seed": self.base_seed}
         task = hashed_fields(self.base_task(), BASE_LATER_FIELDS)
@@ -262,7 +263,8 @@ def _assemble(settings: Settings) -> RunConfig:
                           reads=recipe.reads))
     harness = HarnessConfig(**settings.section("harness"))
     harness.check_fits(*need)
-    settings.add(Layer.of("recipe", label, {"train": recipe.train(plain(harness))}, reads=recipe.reads))
+    train_defaults = recipe.train(harness.model_dump(mode="json"))
+    settings.add(Layer.of("recipe", label, {"train": train_defaults}, reads=recipe.reads))
     settings.add(Layer("smoke", f"${smoke.ENV}", smoke.caps(lambda path: settings.get(path, _default(path)))))
     train = TrainConfig(**_train_settings(settings))
     _check_draw(harness, train, need)

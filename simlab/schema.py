@@ -105,25 +105,9 @@ class Section(BaseModel):
         return tuple(cls.model_fields)
 
     def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` applied and validated; an unknown key names the valid ones."""
-        names = self.field_names()
-        for key in changes:
-            if key not in names:
-                raise ConfigError.unknown(self.key(key), names)
-        return type(self)(**{**self.as_dict(), **changes})
-
-    def as_dict(self) -> dict[str, Any]:
-        """Every field by name (values as they are)."""
-        return {name: getattr(self, name) for name in self.field_names()}
-
-
-def plain(obj: Any) -> Any:
-    """A section (or a value inside one) as JSON-ready data: tuples as lists, sections as dicts."""
-    if isinstance(obj, BaseModel):
-        return {name: plain(getattr(obj, name)) for name in type(obj).model_fields}
-    if isinstance(obj, tuple):
-        return list(obj)
-    return obj
+        """A copy with ``changes`` applied and validated (pydantic's ``model_copy`` validates nothing); an
+        unknown key is refused by ``extra="forbid"``, naming the valid ones."""
+        return type(self)(**{**dict(self), **changes})
 
 
 # ---------------------------------------------------------------------------------- key paths
@@ -208,5 +192,5 @@ def set_path(nested: dict[str, Any], path: str, value: Any) -> None:
 
 
 __all__ = [
-    "Section", "flatten", "loggable", "parse_overrides", "parse_value", "plain", "read_toml", "set_path",
+    "Section", "flatten", "loggable", "parse_overrides", "parse_value", "read_toml", "set_path",
 ]

@@ -66,7 +66,7 @@ class TaskConfig(Section):
 
     def recheck(self) -> None:
         """Check every field again (a section is already checked when it is built)."""
-        type(self)(**self.as_dict())
+        type(self)(**dict(self))
 
     @property
     def num_content(self) -> int:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from simlab.rules import Names, check_value
-from simlab.schema import plain
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
 LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None, "cue_at": "prompt"}
@@ -27,7 +26,7 @@ BASE_LATER_FIELDS: dict[str, Any] = {k: v for k, v in LATER_FIELDS.items() if k 
 
 def hashed_fields(task: TaskConfig, later: dict[str, Any] = LATER_FIELDS) -> dict[str, Any]:
     """A task config's fields as a hash sees them: a field of ``later`` at its default left out."""
-    return {k: v for k, v in plain(task).items() if k not in later or later[k] != v}
+    return {k: v for k, v in task.model_dump(mode="json").items() if k not in later or later[k] != v}
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class PolicyConfig(Section):
 
 def config_to_dict(cfg: PolicyConfig) -> dict[str, object]:
     """Plain-dict form (for logging and checkpoints)."""
-    return cfg.as_dict()
+    return dict(cfg)
 
 
 def config_from_dict(data: dict[str, object]) -> PolicyConfig:

@@ -19,7 +19,6 @@ from simlab.harness.phases import phase_table
 from simlab.policy.checkpoint import save_checkpoint
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy
-from simlab.schema import plain
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
 from simlab.train.rollouts import collect, rollout_metrics
@@ -40,7 +39,9 @@ def checkpoint_meta(cfg: RunConfig, harness: HarnessConfig | None = None) -> dic
     and the whole harness and task it was trained under (``simlab inspect --checkpoint`` replays them)."""
     h = harness or cfg.harness
     return {"v_sum": h.v_sum, "trigger": h.trigger, "frac": h.frac, "t_comp": h.t_comp, "window": h.window,
-            "summary_tokens": h.summary_tokens, "preset": cfg.preset, "harness": plain(h), "task": plain(cfg.task)}
+            "summary_tokens": h.summary_tokens, "preset": cfg.preset, "harness": h.model_dump(mode="json"),
+            "task": cfg.task.model_dump(mode="json")}
+
 
 def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None, progress: Any = None) -> None:
     """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
