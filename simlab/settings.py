@@ -111,14 +111,14 @@ class Settings:
         derived_from = self.user_keys(layer.reads)
         if derived_from:
             mine = derived_from[0]
-            why = (f"{layer.label} derives {key}={exc.value!r} from it, where {exc.allowed}; change {mine} (set in "
-                   f"{self._origin_label(mine)}) or set {key} yourself")
+            why = (f"{layer.label} derives {key}={exc.value!r} from it; for {key}: {exc.allowed}; change {mine} "
+                   f"(set in {self._origin_label(mine)}) or set {key} yourself")
             return type(exc).invalid(mine, self.get(mine), why)
         involved = self.user_keys(exc.involves)
         if involved:
             mine = involved[0]
-            why = (f"it clashes with {key}={exc.value!r} (set by {layer.label}), where {exc.allowed}; change {mine} "
-                   f"(set in {self._origin_label(mine)}) or set {key} yourself")
+            why = (f"it clashes with {key}={exc.value!r} (set by {layer.label}); for {key}: {exc.allowed}; change "
+                   f"{mine} (set in {self._origin_label(mine)}) or set {key} yourself")
             return type(exc).invalid(mine, self.get(mine), why)
         why = f"{exc.allowed} ({key} is set by {layer.label}; set it yourself to override it)"
         return type(exc).invalid(exc.key or key, exc.value, why)

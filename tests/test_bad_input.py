@@ -400,9 +400,10 @@ def test_a_clash_between_a_variant_and_an_axis_fails_before_the_sweep(tmp_path: 
 
 
 # ------------------------------------------------------------------- 7. errors that name the wrong key
-SUPO_WINDOW_21 = ("`harness.window=21` is invalid; train.recipe='supo' derives harness.frac=0.61 from it, where the "
-                  "trigger limit 12 tokens cannot hold the prompt, a summary and one step (21 tokens); raise it so the "
-                  "limit is >= 21; change harness.window (set in your settings) or set harness.frac yourself")
+SUPO_WINDOW_21 = ("`harness.window=21` is invalid; train.recipe='supo' derives harness.frac=0.61 from it; for "
+                  "harness.frac: the trigger limit 12 tokens cannot hold the prompt, a summary and one step "
+                  "(21 tokens); raise it so the limit is >= 21; change harness.window (set in your settings) or set "
+                  "harness.frac yourself")
 
 
 @pytest.mark.parametrize(
@@ -415,14 +416,14 @@ SUPO_WINDOW_21 = ("`harness.window=21` is invalid; train.recipe='supo' derives h
         ({"harness": {"window": 21}}, SUPO_WINDOW_21),
         # grpo widens the window to L x (S + 1): a huge S is named, not the derived window
         ({"train": {"recipe": "grpo"}, "harness": {"max_compactions": 1000}},
-         "`harness.max_compactions=1000` is invalid; train.recipe='grpo' derives harness.window=76076 from it, where "
-         "choose an integer >= 8 (at most 2**16); change harness.max_compactions (set in your settings) or set "
-         "harness.window yourself"),
+         "`harness.max_compactions=1000` is invalid; train.recipe='grpo' derives harness.window=76076 from it; for "
+         "harness.window: choose an integer >= 8 (at most 2**16); change harness.max_compactions (set in your "
+         "settings) or set harness.window yourself"),
         # a long summary clashes with the preset's window: the summary length is named, with the preset
         ({"harness": {"summary_tokens": 90}},
-         "`harness.summary_tokens=90` is invalid; it clashes with harness.window=96 (set by preset 'keyrecall-tiny'), "
-         "where it cannot hold the prompt (3), a summary (91) and one step (11); choose an integer >= 105; change "
-         "harness.summary_tokens (set in your settings) or set harness.window yourself"),
+         "`harness.summary_tokens=90` is invalid; it clashes with harness.window=96 (set by preset 'keyrecall-tiny'); "
+         "for harness.window: it cannot hold the prompt (3), a summary (91) and one step (11); choose an integer "
+         ">= 105; change harness.summary_tokens (set in your settings) or set harness.window yourself"),
         ({"train": {"recipe": "compactionrl"}, "harness": {"t_comp": 100}},
          "`harness.t_comp=100` is invalid; the trigger limit -4 tokens cannot hold the prompt, a summary and one step "
          "(21 tokens); choose an integer <= 75"),
