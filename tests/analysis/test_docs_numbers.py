@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from simlab.analysis.replication import table as fd
 from simlab.analysis.replication import text as findings_text
+from simlab.analysis.replication.data import SpecData, read_export
+from simlab.analysis.statistics import outcomes, power
+from simlab.analysis.statistics.compare import Arm, difference, estimate
+from simlab.analysis.statistics.outcomes import Statistic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +78,50 @@ def test_the_summaries_page_quotes_its_experiments_as_the_exports_give_them(expe
                  for f, col in ((final, "first"), (early, "last"), (final, "last"))]
         got = " -> ".join(f"{m:.1f}" for m in (means if text.count("->") == 2 else [means[0], means[2]]))
         assert got == text and text in page, (arm, got, text)
+
+
+def _main_job_arm(data: SpecData, variant: str, statistic: Statistic) -> Arm:
+    """One arm of the README's main job from its exports: per-episode compacted success, by seed."""
+    runs = data.runs.filter(pl.col("variant") == variant).select("run_id", "seed")
+    assert data.episodes is not None, "the main job's export has no per-episode outcomes"
+    got = outcomes.episode_outcomes(data.episodes, "compacted", statistic)
+    assert got is not None
+    got = got.join(runs, on="run_id").select("seed", "instance", "value")
+    seeds = {int(s): float(v) for s, v in got.group_by("seed").agg(pl.col("value").mean()).iter_rows()}
+    return Arm(seeds, got)
+
+
+def _main_job_row(data: SpecData, variant: str, label: str) -> str:
+    """The README table's row of one arm, as the exports give it."""
+    cells = [label]
+    for statistic in ("final", "auc"):
+        est = estimate(_main_job_arm(data, variant, statistic))
+        assert est is not None
+        cells.append(f"{est.mean:.1f} ± {est.se:.1f}")
+    runs = data.runs.filter(pl.col("variant") == variant)
+    share = [100 * runs[f"mean:health/longer/{kind}_share"].mean() for kind in ("loss", "token")]  # type: ignore[operator]
+    cells += [f"{runs['final:eval/compacted/segments_mean'].mean():.2f}", f"{share[0]:.1f}% / {share[1]:.1f}%"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def test_the_readme_main_job_table_is_what_its_exports_give() -> None:
+    """README.md's table of the main job (`simlab sweep quick`, exported as analysis/findings/quick.*): each
+    arm's compacted success and AUC with their SE over seeds and instances, segments per episode, the longer
+    rollouts' shares, and the paired differences with sigma, p and MDE."""
+    data = read_export("quick")
+    assert data is not None, "analysis/findings/quick.* is missing"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [_main_job_row(data, "normaliser=token", "token normaliser (SUPO's, the baseline)"),
+            _main_job_row(data, "normaliser=segment", "segment normaliser (CompactionRL's ablation)")]
+    diffs = []
+    for statistic in ("final", "auc"):
+        d = difference(_main_job_arm(data, "normaliser=segment", statistic),
+                       _main_job_arm(data, "normaliser=token", statistic))
+        assert d is not None
+        diffs.append((d.mean, d.se, d.df))
+    (m, se, df), (m2, se2, _) = diffs
+    p, mde = power.two_sided_p(m, se, df), power.min_detectable_effect(se, df)
+    rows.append(f"| difference | {m:.1f} ± {se:.1f} ({abs(m) / se:.1f} σ, p {p:.2f} at df {df:.0f}; MDE {mde:.1f} "
+                f"at 80% power) | {m2:.1f} ± {se2:.1f} ({abs(m2) / se2:.1f} σ) | | |")
+    for row in rows:
+        assert row in readme, f"README.md's main-job table lacks this row (the exports give it):\n{row}"
