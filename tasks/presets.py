@@ -119,6 +119,39 @@ def _routes(name: str, about: str, *, coupling: float = 0.0, burst_prob: float =
     )
 
 
+def _overread(name: str, about: str, *, window: int, max_compactions: int = 1) -> Preset:
+    """The over-read PeekRead family (issue 43, finding 4): overlong is the policy's choice.
+
+    The routes family's geometry without bursts (c = 0, ``read_payoff`` 0.75: READ at step 0 shows the
+    fact, a peek a quarter of the time), in a window so small that every rollout compacts once and the
+    compaction cap S allows only that one. A rollout that reads at step 0 and peeks afterwards (the
+    oracle) fits; one that keeps reading needs a second compaction and ends overlong. The scripted agent
+    repeats its last action, so its readers read on: how much of a rollout is read, and so whether it
+    ends overlong, is what the policy does, not a draw of the environment.
+
+    How it was found (issue 43, a 1-seed pilot on seed 0; 1024 episodes under SUPO's harness, L = 0.88 W):
+    at W = 40 the scripted agent ran out of S = 1 2% of the time, at W = 36 27% (W = 34: 34%); the oracle
+    (read at step 0, then peek) never did and succeeded 1.00 at both. At W = 36 the scripted agent's
+    success is 0.39 (READ 0.43, PEEK 0.36) and seed 0's base model (the routes family's base settings)
+    0.38, overlong 0.26 (READ 0.44, PEEK 0.32). Under SUPO (20 steps, seed 0) without the overlong mask
+    the training overlong rate fell from 0.28 to 0.04-0.09 by step 6, with the mask it stayed at 0.25-0.35
+    through step 12: the policy can lower it by choice. With ``task.coupling = -1`` (a read never shows
+    the fact; the same base model) the scripted agent's overlong rate is the same 0.27, READ 0.06, PEEK
+    0.33: overlong costs a reader nothing it would have won (finding 4's control).
+    """
+    return Preset(
+        name, _PR,
+        PeekReadConfig(vocab_size=34, horizon=(6, 7), obs_tokens=(3, 4), read_tokens=(7, 8), hard_frac=0.0,
+                       read_payoff=0.75),
+        dict(window=window, frac=0.88, summary_tokens=2, tail_steps=0, max_compactions=max_compactions,
+             max_steps=16),
+        about,
+        policy=dict(n_layer=2, n_head=4, d_model=64),
+        base=dict(steps=400, episodes=64, lr=2e-3, teach="full"),
+        train=dict(lr=6e-4, prompts=32, steps=20),
+    )
+
+
 def _long_k(name: str, about: str, burst_steps: int, burst_prob: float = 1.0) -> Preset:
     """The long-K PeekRead family: every read at the first step bursts for ``burst_steps`` observations, so a
     reader ends with K = 1 + ``burst_steps`` segments (1 with ``burst_prob`` 0); a peek never shows the fact.
@@ -274,6 +307,8 @@ PRESETS: dict[str, Preset] = {
                 coupling=-0.05, burst_prob=0.1, max_compactions=1),
         _routes("peekread-overlong-30", "overlong family: burst readers (p = 0.3) run out of S = 1",
                 coupling=-0.05, burst_prob=0.3, max_compactions=1),
+        _overread("peekread-overread", "over-read: reading on past the fact needs a second compaction and S = 1 "
+                  "allows one, so overlong is the policy's choice", window=36),
         _lossy("peekread-lossy", "look again: a read restates the fact a lossy frozen summariser dropped"),
         Preset("pointerchase-long", _PC, PointerChaseConfig(horizon=(32, 48)),
                dict(window=128, frac=0.8, summary_tokens=4, tail_steps=1, max_compactions=10, max_steps=64),

@@ -26,6 +26,7 @@ PINNED = {
     'findings/gae-routes': 'b08616bd58323807',
     'findings/normaliser-dose': 'e973f276da93512c',
     'findings/overlong-dose': 'd6829484236bce03',
+    'findings/overlong-learnable': 'c15634854fc3c5a6',
     'findings/overlong-mask': '76e94f45a7c5ce56',
     'findings/overlong-mask-long': '91479e716cc2954d',
     'findings/rollout-cost': '7585c738afcdf389',
