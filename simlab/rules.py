@@ -1,4 +1,4 @@
-"""What a configuration field allows, on pydantic's own constraints, and the one line a refusal becomes.
+"""What a configuration field allows, on pydantic's own constraints, and simlab's own validators.
 
 A field says what it allows in its annotation, with pydantic's constraints::
 
@@ -10,31 +10,30 @@ Every check is strict (:data:`STRICT`): nothing is converted behind the user's b
 no ``True`` -> 1, no ``nan``); :data:`Real` keeps an integer given for a float an integer, so a resolved
 config logs and hashes exactly as written. Three rules are simlab's own, as annotated validators: a name
 a registry holds (:class:`Names`, so a value that validates always runs), a ``(min, max)`` pair in order
-(:class:`MinMax`) and an existing file (:class:`ExistingFile`).
-
-:func:`refusal` renders pydantic's first error as one :class:`~simlab.errors.ConfigError`: the key path,
-the bad value, and what is allowed, read from the annotation itself (:func:`allowed`).
+(:class:`MinMax`) and an existing file (:class:`ExistingFile`); each writes what it allows into the
+field's JSON schema, from which :mod:`simlab.refusals` says a refusal.
 :func:`check_value` checks one value (an option, a spec entry, a function argument) against an
-annotation. This module imports nothing from simlab but its errors.
+annotation. This module imports nothing from simlab but its errors and :mod:`simlab.refusals`.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 import sys
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import AfterValidator, ConfigDict, Field, InstanceOf, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
-from simlab.errors import ConfigError, UnknownNameError
+from simlab.errors import ConfigError
+from simlab.refusals import CUSTOM, NAMES, SAYS, choices_text, refusal
 
 SEED_MAX = 2**32 - 1
 """Largest seed: numpy's legacy generators, torch and every task's instance seeds accept it."""
@@ -52,14 +51,10 @@ STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 TABLE = ConfigDict(**STRICT, extra="forbid", frozen=True)
 """How a table of an input file (a sweep spec's, a findings row) is read: strictly, with no unknown key
 (a field with an alias is read by its alias only: ``type``, not ``kind``)."""
-_CUSTOM = "simlab"
-"""pydantic error type of simlab's own validators; its context holds the text :func:`refusal` quotes."""
-
-
 def refuse(allowed: str, **ctx: Any) -> PydanticCustomError:
     """A simlab validator's refusal: ``allowed`` is what :func:`refusal` quotes (``suffix``/``value``
     name the part of the value that failed)."""
-    return PydanticCustomError(_CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
+    return PydanticCustomError(CUSTOM, "{allowed}", {"allowed": allowed, **ctx})
 
 
 def _float_holds(value: int | float) -> int | float:
@@ -70,32 +65,6 @@ def _float_holds(value: int | float) -> int | float:
 
 Real = Annotated[int | float, AfterValidator(_float_holds)]
 """A finite real number; an integer stays an integer (strict: a bool is neither), if a float can hold it."""
-# ------------------------------------------------------------------------------ texts
-_BIG = {2**e: f"2**{e}" for e in range(16, 65)} | {2**e - 1: f"2**{e} - 1" for e in range(17, 65)}
-"""Bounds people read, from 2**16 on: ``2**31 - 1`` rather than 2147483647."""
-
-
-def int_text(lo: int, hi: int) -> str:
-    """``choose an integer in [lo, hi]``, or ``>= lo (at most 2**31 - 1)`` for a bound nobody meets."""
-    if hi in _BIG:
-        return f"choose an integer >= {lo} (at most {_BIG[hi]})"
-    return f"choose an integer in [{lo}, {hi}]"
-
-
-def real_text(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
-    """``choose a value in [lo, hi]`` (brackets by openness), or ``choose a finite value > lo``."""
-    if math.isinf(hi) and math.isinf(lo):
-        return "choose a finite number"
-    if math.isinf(hi):
-        return f"choose a finite value {'>' if lo_open else '>='} {lo:g}"
-    return f"choose a value in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-
-
-def choices_text(choices: Iterable[Any]) -> str:
-    """The choices quoted and joined: ``'a', 'b'``."""
-    return ", ".join(repr(c) for c in choices)
-
-
 # ------------------------------------------------------------------------- simlab's own validators
 class _AfterCheck:
     """An annotated validator: pydantic's own check of the type first, then :meth:`check`."""
@@ -106,6 +75,12 @@ class _AfterCheck:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> JsonSchemaValue:
+        """pydantic's schema of the type, with what this check allows where it says it (:data:`SAYS`)."""
+        js = dict(handler(schema))
+        said = getattr(self, "allowed", None)
+        return {**js, SAYS: said, NAMES: isinstance(self, Names)} if said is not None else js
 
 
 @dataclass(frozen=True)
@@ -186,6 +161,9 @@ class Says:
 
     allowed: str
 
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> JsonSchemaValue:
+        return {**handler(schema), SAYS: self.allowed}
+
 
 # ------------------------------------------------------------------------------ describing a field
 def _parts(tp: Any) -> tuple[Any, list[Any]]:
@@ -196,83 +174,11 @@ def _parts(tp: Any) -> tuple[Any, list[Any]]:
     return tp, flat
 
 
-_SIDES = {"ge": (0, False), "gt": (0, True), "le": (1, False), "lt": (1, True)}
-"""The bound attributes of annotated_types' Ge, Gt, Le and Lt, which pydantic makes of ``Field(ge=...)`` and
-so on: which side each bounds (0 low, 1 high) and whether it is open."""
-
-
-def _bounds(meta: list[Any]) -> tuple[float, float, bool, bool]:
-    """(lo, hi, lo_open, hi_open) of the constraints in ``meta``; a side without one is infinite."""
-    sides = [(-math.inf, False), (math.inf, False)]
-    for m in meta:
-        for name, (side, is_open) in _SIDES.items():
-            if getattr(m, name, None) is not None:
-                sides[side] = (float(getattr(m, name)), is_open)
-    (lo, lo_open), (hi, hi_open) = sides
-    return lo, hi, lo_open, hi_open
-
-
-def _is_union(tp: Any) -> bool:
-    return get_origin(tp) in (Union, types.UnionType)
-
-
-def allowed(tp: Any) -> str:
-    """What an annotation allows, as an error says it: ``choose an integer in [8, 65536]``."""
-    tp, meta = _parts(tp)
-    said = next((m.allowed for m in meta if isinstance(m, (Names, ExistingFile, Says))), None)
-    if said is not None:
-        return said
-    if any(isinstance(m, cast(type, InstanceOf)) for m in meta):  # InstanceOf[X] carries an InstanceOf()
-        return f"give a {tp.__name__}"
-    if _is_union(tp):
-        return _allowed_union(tp, meta)
-    if tp is bool:
-        return "choose true or false"
-    if tp is int:
-        lo, hi = _bounds(meta)[:2]
-        return int_text(int(lo), int(hi)) if math.isfinite(lo) and math.isfinite(hi) else "choose an integer"
-    if get_origin(tp) is Literal:
-        choices = get_args(tp)
-        return f"choose {choices_text(choices)}" if len(choices) == 1 else f"choose one of {choices_text(choices)}"
-    return _allowed_container(tp, meta)
-
-
 def is_real(tp: Any) -> bool:
-    """Whether an annotation is :data:`Real` (``int | float``), with or without its constraints."""
+    """Whether an annotation is :data:`Real` (``int | float``), with or without its constraints (for a
+    command-line option's type hint)."""
     tp, _ = _parts(tp)
-    return _is_union(tp) and set(get_args(tp)) == {int, float}
-
-
-def _allowed_union(tp: Any, meta: list[Any]) -> str:
-    """What a union allows: an optional value, a real number (``int | float``), or one of its members."""
-    args = get_args(tp)
-    rest = tuple(a for a in args if a is not type(None))
-    if len(rest) < len(args):
-        inner = rest[0] if len(rest) == 1 else Union[rest]  # noqa: UP007 - a Union built from a tuple
-        return f"{allowed(Annotated[(inner, *meta)] if meta else inner)}, or leave it unset"
-    if is_real(tp):
-        return real_text(*_bounds(meta))
-    texts = [allowed(a) for a in rest]
-    verb = texts[0].split(" ", 1)[0]
-    return f"{verb} " + " or ".join(t.removeprefix("choose ").removeprefix("give ") for t in texts)
-
-
-def _allowed_container(tp: Any, meta: list[Any]) -> str:
-    """What a string, a pair, a list, a table or a record of fields allows."""
-    origin, args = get_origin(tp), get_args(tp)
-    if origin is tuple and args[-1] is not Ellipsis:
-        return f"give a (min, max) pair of integers in {allowed(args[0]).removeprefix('choose an integer in ')}"
-    if origin in (list, tuple):
-        least = next((m.min_length for m in meta if getattr(m, "min_length", None)), 0)
-        item = allowed(args[0]).removeprefix("give ").removeprefix("choose ")
-        return f"give a {'non-empty ' if least else ''}list, each item: {item}"
-    if origin is dict:
-        return "give a table of key = value"
-    if tp is str:
-        return "give a string"
-    if fields_of(tp):
-        return f"give a table with keys {choices_text(fields_of(tp))}"
-    return f"give a {getattr(tp, '__name__', 'value')}"
+    return get_origin(tp) in (Union, types.UnionType) and set(get_args(tp)) == {int, float}
 
 
 @functools.cache
@@ -282,59 +188,6 @@ def fields_of(tp: Any) -> dict[str, Any]:
     infos = getattr(tp, "__pydantic_fields__", None) or {}
     return {info.alias or name: Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
             for name, info in infos.items()}
-
-
-def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], Any]:
-    """The places ``loc`` names in a value annotated ``tp`` (fields, table keys, items) and the annotation
-    at the last of them; the walk stops at a union's members (the union is what the value failed) and at
-    a key that is not a field."""
-    path: list[str | int] = []
-    for part in loc:
-        base, _ = _parts(tp)
-        members = [a for a in get_args(base) if a is not type(None)] if _is_union(base) else [tp]
-        if len(members) > 1:
-            break
-        base, _ = _parts(members[0])
-        args, origin = get_args(base), get_origin(base)
-        if isinstance(part, int) and origin in (list, tuple):
-            tp = args[part] if origin is tuple and len(args) > part and args[-1] is not Ellipsis else args[0]
-        elif isinstance(part, str) and origin is dict:
-            tp = args[1]
-        elif isinstance(part, str) and part in fields_of(base):
-            tp = fields_of(base)[part]
-        else:
-            break  # a union member's tag: what the value failed is tp as a whole (an optional one included)
-        path.append(part)
-    return path, tp
-
-
-def key_path(where: str, path: list[str | int]) -> str:
-    """``where`` followed by ``path``: ``variants[0].name``, ``task.horizon[1]``."""
-    out = where
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
-def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = ConfigError) -> ConfigError:
-    """One of pydantic's errors for the value at ``where`` (annotated ``tp``) as one ``ConfigError``.
-
-    The key path follows the error's location into fields, table keys and items (``task.horizon[1]``).
-    A simlab validator's error quotes its own text; an unknown key lists the known ones; any other says
-    what the annotation there allows. A refused name is an ``UnknownNameError`` (unless ``error`` is
-    more specific).
-    """
-    path, at = _walk(tp, tuple(err["loc"]))
-    key, ctx, stopped = key_path(where, path), err.get("ctx") or {}, len(path) < len(err["loc"])
-    if error is ConfigError and any(isinstance(m, Names) for m in _parts(at)[1]):
-        error = UnknownNameError
-    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-        return error.unknown(key_path(key, [err["loc"][-1]]), list(fields_of(_parts(at)[0])))
-    if err["type"] in ("missing", "missing_argument"):
-        return error(f"`{key}` is required; give it a value", key=key, allowed="give it a value")
-    if err["type"] == _CUSTOM and not (stopped and _is_union(_parts(at)[0])):
-        return error.invalid(key + ctx.get("suffix", ""), ctx.get("value", err["input"]), ctx["allowed"])
-    return error.invalid(key, err["input"], allowed(at))
 
 
 @functools.lru_cache(maxsize=512)
@@ -381,6 +234,6 @@ Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 __all__ = [
     "BATCH_MAX", "COUNT_MAX", "SEED_MAX", "STEPS_MAX", "STRICT", "TABLE", "TOKENS_MAX", "ExistingFile", "MinMax",
-    "Names", "NonNegative", "Positive", "Real", "Says", "Seed", "Unit", "UnitOpen", "allowed", "check_value",
-    "choices_text", "fields_of", "int_text", "ints", "is_real", "key_path", "plain", "real_text", "refusal", "refuse",
+    "Names", "NonNegative", "Positive", "Real", "Says", "Seed", "Unit", "UnitOpen", "check_value", "fields_of", "ints",
+    "is_real", "plain", "refuse",
 ]

@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simlab.errors import ConfigError
-from simlab.rules import STRICT, check_value, fields_of, refusal
+from simlab.refusals import refusal
+from simlab.rules import STRICT, check_value, fields_of
 from simlab.rules import plain as plain_number
 
 
@@ -77,8 +78,8 @@ class Section(BaseModel):
 
     @classmethod
     def allows(cls, name: str) -> Any:
-        """Field ``name``'s annotation with its constraints: what :func:`~simlab.rules.check_value` and
-        :func:`~simlab.rules.allowed` read."""
+        """Field ``name``'s annotation with its constraints: what :func:`~simlab.rules.check_value` validates
+        (and, on a refusal, reads the JSON schema of)."""
         return fields_of(cls)[name]
 
     @classmethod

@@ -108,18 +108,13 @@ class Settings:
         layer = self.origin(key)
         if layer is None or layer.kind == USER or not exc.has_value:
             return exc
-        derived_from = self.user_keys(layer.reads)
-        if derived_from:
-            mine = derived_from[0]
-            why = (f"{layer.label} derives {key}={exc.value!r} from it; for {key}: {exc.allowed}; change {mine} "
-                   f"(set in {self._origin_label(mine)}) or set {key} yourself")
-            return type(exc).invalid(mine, self.get(mine), why)
-        involved = self.user_keys(exc.involves)
-        if involved:
-            mine = involved[0]
-            why = (f"it clashes with {key}={exc.value!r} (set by {layer.label}); for {key}: {exc.allowed}; change "
-                   f"{mine} (set in {self._origin_label(mine)}) or set {key} yourself")
-            return type(exc).invalid(mine, self.get(mine), why)
+        derived = f"{layer.label} derives {key}={exc.value!r} from it"
+        clash = f"it clashes with {key}={exc.value!r} (set by {layer.label})"
+        for mine, how in ((self.user_keys(layer.reads), derived), (self.user_keys(exc.involves), clash)):
+            if mine:  # the user's setting it was derived from, else the one it clashes with
+                why = (f"{how}; for {key}: {exc.allowed}; change {mine[0]} (set in {self._origin_label(mine[0])}) "
+                       f"or set {key} yourself")
+                return type(exc).invalid(mine[0], self.get(mine[0]), why)
         why = f"{exc.allowed} ({key} is set by {layer.label}; set it yourself to override it)"
         return type(exc).invalid(exc.key or key, exc.value, why)
 

@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from simlab.errors import ConfigError
-from simlab.rules import MinMax, Real, Unit, int_text
+from simlab.refusals import int_text
+from simlab.rules import MinMax, Real, Unit
 from simlab.schema import Section
 from simlab.tasks import vocab
 

@@ -21,9 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.rules", "simlab.schema", "simlab.registry",
-                 "simlab.stores", "simlab.sinks", "simlab.segment_checks", "simlab.segments", "simlab.smoke",
-                 "simlab.settings", "simlab.lazy")),
+    ("neutral", ("simlab", "simlab.errors", "simlab.names", "simlab.refusals", "simlab.rules", "simlab.schema",
+                 "simlab.registry", "simlab.stores", "simlab.sinks", "simlab.segment_checks", "simlab.segments",
+                 "simlab.smoke", "simlab.settings", "simlab.lazy")),
     ("tasks", ("simlab.tasks",)),
     ("harness", ("simlab.harness",)),
     ("policy", ("simlab.policy",)),

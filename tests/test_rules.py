@@ -119,3 +119,26 @@ def test_a_huge_bad_value_is_shown_shortened_and_kept_whole() -> None:
     with pytest.raises(SpecError) as spec_err:
         parse_spec({**GOOD, "seeds": [*range(1000), 0]})
     assert len(str(spec_err.value)) < 300 and "repeated: [0]" in str(spec_err.value)
+
+
+
+def test_what_a_refusal_says_a_field_allows_is_read_from_the_run_configs_json_schema() -> None:
+    """One source for every field's text: pydantic's JSON schema of the whole run config (its ``$defs`` hold
+    each section's) says what each field allows exactly as a refusal of that field does."""
+    from simlab.refusals import allowed, json_schema, says
+
+    assert json_schema(RunConfig)[0]["properties"]["harness"] == {"x-simlab-allowed": "give a HarnessConfig",
+                                                                   "title": "Harness"}  # a section, not a table
+    defs = RunConfig.model_json_schema()["$defs"]
+    read = 0
+    for info in RunConfig.model_fields.values():
+        section = info.annotation
+        if section is None or section.__name__ not in defs:
+            continue
+        for name, field in defs[section.__name__]["properties"].items():
+            assert says(field, defs) == allowed(section.allows(name)), (section.__name__, name)
+            read += 1
+    assert read > 60
+    window = defs["HarnessConfig"]["properties"]["window"]
+    assert (window["minimum"], window["maximum"]) == (8, 2**16)
+    assert says(window, defs) == "choose an integer >= 8 (at most 2**16)"

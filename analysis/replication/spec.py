@@ -22,7 +22,8 @@ from simlab.analysis.replication.data import REDUCES
 from simlab.analysis.statistics import outcomes
 from simlab.analysis.statistics.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
-from simlab.rules import TABLE, Names, Real, Says, check_value, choices_text, refuse
+from simlab.refusals import choices_text
+from simlab.rules import TABLE, Names, Real, Says, check_value, refuse
 from simlab.schema import read_toml
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from pydantic import Field
 
 from simlab.errors import ConfigError
 from simlab.harness.protocol import ACTION_TURN
-from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, Unit, int_text
+from simlab.refusals import int_text
+from simlab.rules import STEPS_MAX, TOKENS_MAX, Names, Real, Unit
 from simlab.schema import Section
 from simlab.tasks import vocab
 
