@@ -25,6 +25,7 @@ PINNED = {
     'findings/gae-strong': '80e35bf6abe8851a',
     'findings/gae-routes': 'b08616bd58323807',
     'findings/normaliser-dose': 'e973f276da93512c',
+    'findings/overlong-confirm': 'c15634854fc3c5a6',
     'findings/overlong-dose': 'd6829484236bce03',
     'findings/overlong-learnable': 'c15634854fc3c5a6',
     'findings/overlong-mask': '76e94f45a7c5ce56',
