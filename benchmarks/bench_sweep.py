@@ -31,7 +31,8 @@ from simlab import smoke, stores, tracking
 from simlab.sweep import load_spec
 from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
 from simlab.sweep.runner import SweepResult, run_sweep
-from simlab.sweep.spec import SweepSpec, probe_settings
+from simlab.sweep.space import Cell
+from simlab.sweep.spec import SweepSpec
 
 
 def trimmed(spec: SweepSpec, cells: int | None) -> SweepSpec:
@@ -74,7 +75,7 @@ def main() -> None:
         t0 = time.perf_counter()
         # where the sweeps below look for them: <home>/mlruns ($SIMLAB_HOME, else the working folder), never
         # the checkout's own store
-        cfgs = [backend.build(s, seed) for seed in spec.seeds for s in probe_settings(spec)]
+        cfgs = [backend.config(spec, Cell(point, seed)) for seed in spec.seeds for point in spec.plan.probes(spec)]
         backend.prepare(cfgs, stores.local_store(), 2)
         print(f"base checkpoints ready in {time.perf_counter() - t0:.1f} s")
     print(

@@ -313,11 +313,15 @@ def apply_overrides(nested: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
     return out
 
 
+def paths_layer(paths: Mapping[str, Any], label: str) -> Layer:
+    """Settings by key path (``--set``'s, a sweep spec's layer) as one user layer named ``label``."""
+    return user_layer(apply_overrides({}, paths), label)
+
+
 def load(path: Path | str | None, overrides: list[str] | None = None) -> RunConfig:
     """The run config of a TOML file (if any) with ``--set`` overrides above it: two user layers."""
     layers = [user_layer(read_toml(path), str(path))] if path is not None else []
-    sets = apply_overrides({}, parse_overrides(overrides or []))
-    return build([*layers, user_layer(sets, "--set")])
+    return build([*layers, paths_layer(parse_overrides(overrides or []), "--set")])
 
 
 def flatten(cfg: RunConfig) -> dict[str, Any]:
@@ -338,6 +342,7 @@ __all__ = [
     "load",
     "parse_overrides",
     "parse_value",
+    "paths_layer",
     "read_toml",
     "resolve",
     "user_layer",

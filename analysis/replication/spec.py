@@ -290,13 +290,14 @@ def grid_variants(text: str) -> tuple[str, ...]:
 def _spec_design(text: str) -> Design:
     """The design of a spec, keyed by its text (rows of one spec share it)."""
     from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
+    from simlab.sweep.space import Cell
 
     spec = _parsed(text)
     if spec is None:
         return Design(None, True, True)
     try:
         backend = load_backend(DEFAULT_BACKEND)
-        cfgs = [backend.build(spec.settings(p), 0) for p in spec.grid_points()]
+        cfgs = [backend.config(spec, Cell(p, 0)) for p in spec.grid_points()]
     except ConfigError:  # a config or spec error (TrialBackend.build's contract)
         return Design(None, True, True)
     counts = [evaluations(c) for c in cfgs]

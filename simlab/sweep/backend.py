@@ -24,7 +24,7 @@ from simlab.sinks import MetricSink
 if TYPE_CHECKING:
     from simlab.config import RunConfig
     from simlab.sweep.space import Cell
-    from simlab.sweep.spec import SweepSpec
+    from simlab.sweep.spec import SpecLayer, SweepSpec
 
 DEFAULT_BACKEND = "simlab.sweep.backend:SIMLAB"
 SWEEP_SEEDS = {"base.seed": "run", "eval.seed": "run"}
@@ -38,9 +38,11 @@ sets it in ``[base]`` and says why in its header."""
 class TrialBackend:
     """The four things a sweep needs from a trainer."""
 
-    build: Callable[[dict[str, Any], int], Any]
-    """(settings, seed) -> resolved config. ``settings`` holds run-config key paths (``task.preset``);
-    raises :class:`~simlab.errors.ConfigError` naming the bad key path."""
+    build: Callable[[list[SpecLayer], int], Any]
+    """(layers, seed) -> resolved config. ``layers`` are the cell's settings, lowest first, each ``(label,
+    {key path: value})`` (:meth:`~simlab.sweep.spec.SweepSpec.layers`; :func:`~simlab.sweep.spec.merged`
+    gives the settings a backend that names no layer reads); raises :class:`~simlab.errors.ConfigError`
+    naming the bad key path (and, for simlab's, the layer that set a value the cell did not)."""
     flatten: Callable[[Any], dict[str, Any]]
     """Resolved config -> ``{"section.key": scalar}``, logged as MLflow params."""
     tags: Callable[[Any], dict[str, str]]
@@ -57,7 +59,7 @@ class TrialBackend:
 
     def config(self, spec: SweepSpec, cell: Cell) -> Any:
         """The resolved config of one cell of ``spec``: its settings at the cell's point, for its seed."""
-        return self.build(spec.settings(cell.params), cell.seed)
+        return self.build(spec.layers(cell.params), cell.seed)
 
 
 def load_backend(path: str) -> TrialBackend:
@@ -75,22 +77,24 @@ def load_backend(path: str) -> TrialBackend:
     return backend
 
 
-def _simlab_build(settings: dict[str, Any], seed: int) -> RunConfig:
+def _simlab_build(layers: list[SpecLayer], seed: int) -> RunConfig:
     """The cell's run config: validated once per process and cell (:func:`_resolved`), so that the check
     before the sweep, the shared base checkpoints and the trial itself share one validation."""
     from simlab import smoke
 
-    return _resolved(json.dumps([settings, seed, smoke.on()], sort_keys=True))
+    return _resolved(json.dumps([layers, seed, smoke.on()], sort_keys=True))
 
 
 @functools.lru_cache(maxsize=4096)
 def _resolved(cell: str) -> RunConfig:
-    """The run config of a cell given as ``[settings, seed, smoke size]`` in JSON (a sweep spec's values are
-    TOML's, so JSON holds them); a refusal is raised each time, not kept."""
-    from simlab.config import apply_overrides, resolve
+    """The run config of a cell given as ``[layers, seed, smoke size]`` in JSON (a sweep spec's values are
+    TOML's, so JSON holds them): :data:`SWEEP_SEEDS` under the spec's layers, the cell's seed above them;
+    a refusal is raised each time, not kept."""
+    from simlab.config import build, paths_layer
 
-    settings, seed, _ = json.loads(cell)
-    return resolve(apply_overrides({}, {**SWEEP_SEEDS, **settings, "seed": seed}), label="the sweep spec")
+    layers, seed, _ = json.loads(cell)
+    values = [("the sweep's seeds", SWEEP_SEEDS), *layers, ("the cell's seed", {"seed": seed})]
+    return build([paths_layer(settings, label) for label, settings in values])
 
 
 def _simlab_flatten(cfg: RunConfig) -> dict[str, Any]:

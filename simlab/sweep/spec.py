@@ -15,7 +15,7 @@ import functools
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -44,6 +44,13 @@ def key_paths(table: Any, *, ranges: bool = False) -> Any:
 
 
 Settings = Annotated[dict[str, Setting], BeforeValidator(key_paths)]
+SpecLayer = tuple[str, dict[str, Any]]
+"""One layer of a trial's settings: how a refusal names it, and its values by key path."""
+
+
+def merged(layers: Sequence[SpecLayer]) -> dict[str, Any]:
+    """The values of ``layers`` by key path, a later layer winning."""
+    return {key: value for _, values in layers for key, value in values.items()}
 """Key path -> value: the run config's key paths, as ``--set`` takes them (``task.preset``, ``train.lr``)."""
 SHORT = {"task.preset": "preset", "train.recipe": "recipe"}
 """The names the base and the variants gave the task and recipe presets before a spec spelt every key as
@@ -122,13 +129,19 @@ class SweepSpec:
         """Trials for ``tpe``; ``None`` for ``grid`` (the cell count decides)."""
         return self.plan.n_trials
 
-    def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The trial's settings by key path: the base's, the variant's, the point's, later layers winning."""
-        out = dict(self.base)
+    def layers(self, params: Mapping[str, Any]) -> list[SpecLayer]:
+        """The trial's settings as layers, lowest first, each ``(label, {key path: value})``: the spec's
+        ``[base]``, the variant's ``set``, the axes' point. A refusal names the layer that set the value."""
+        out: list[SpecLayer] = [("the sweep spec's [base]", dict(self.base))]
         if "variant" in params:
-            out.update(self.variant_settings[params["variant"]])
-        out.update({k: v for k, v in params.items() if k != "variant"})
-        return out
+            name = params["variant"]
+            out.append((f"the sweep spec's variant {name!r}", dict(self.variant_settings[name])))
+        point = {k: v for k, v in params.items() if k != "variant"}
+        return [*out, ("the sweep spec's point", point)] if point else out
+
+    def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The trial's settings by key path: its :meth:`layers` merged, later layers winning."""
+        return merged(self.layers(params))
 
     @functools.cached_property
     def variant_settings(self) -> dict[str, Mapping[str, Any]]:

@@ -34,3 +34,36 @@ def test_each_cell_is_validated_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert [o.state for o in result.outcomes] == ["COMPLETE"] * 4
     cells: Any = sorted(checked)
     assert cells == sorted((n, s) for n in ("token", "segment") for s in (0, 1)), checked
+
+
+def test_a_refusal_names_the_spec_layer_that_set_the_value() -> None:
+    """A cell's settings are layers ([base] < the variant < the axes' point), so a value that clashes with
+    the preset is named with the part of the spec that set it, and a value the point set with the point."""
+    from simlab.errors import ConfigError
+    from simlab.sweep.backend import SIMLAB
+    from simlab.sweep.space import Cell
+
+    text = """name = "layers"
+seeds = [0]
+[base]
+task.preset = "keyrecall-tiny"
+[[variants]]
+name = "long"
+set = { harness.summary_tokens = 90 }
+[space]
+train.lr = [0.001, -1.0]
+[objective]
+metric = "eval/compacted/success"
+direction = "maximize"
+"""
+    spec = parse_spec(tomllib.loads(text))
+    said = []
+    for point in spec.grid_points():
+        with pytest.raises(ConfigError) as err:
+            SIMLAB.config(spec, Cell(point, 0))
+        said.append(str(err.value))
+    assert said[0].startswith("`harness.summary_tokens=90` is invalid; ") and said[0].endswith(
+        "change harness.summary_tokens (set in the sweep spec's variant 'long') or set harness.window yourself"), said
+    assert said[1].startswith("`train.lr=-1.0` is invalid; choose a finite value > 0"), said
+    assert [label for label, _ in spec.layers(spec.grid_points()[0])] == [
+        "the sweep spec's [base]", "the sweep spec's variant 'long'", "the sweep spec's point"]

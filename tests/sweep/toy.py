@@ -20,6 +20,7 @@ from simlab.credit import ESTIMATORS, NORMALISERS
 from simlab.errors import ConfigError
 from simlab.sinks import MetricSink
 from simlab.sweep.backend import TrialBackend
+from simlab.sweep.spec import SpecLayer, merged
 
 
 class TrainingDiverged(RuntimeError):
@@ -40,9 +41,9 @@ class ToyConfig:
 KEYS = {f"train.{k}" for k in ToyConfig.__dataclass_fields__ if k != "seed"}
 
 
-def build(settings: dict[str, Any], seed: int) -> ToyConfig:
+def build(layers: list[SpecLayer], seed: int) -> ToyConfig:
     values: dict[str, Any] = {}
-    for key, value in settings.items():
+    for key, value in merged(layers).items():
         if key in ("preset", "recipe"):
             continue
         if key not in KEYS:
