@@ -84,6 +84,12 @@ def _node(js: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return {**defs[ref.rsplit("/", 1)[-1]], **{k: v for k, v in js.items() if k != "$ref"}} if ref else js
 
 
+_BOUNDS = {"ge": (0, False), "gt": (0, True), "le": (1, False), "lt": (1, True),
+           "minimum": (0, False), "exclusiveMinimum": (0, True), "maximum": (1, False), "exclusiveMaximum": (1, True)}
+"""The bound keys of a JSON schema (pydantic writes ``ge``... beside a union): which side each bounds (0 low,
+1 high) and whether it is open."""
+
+
 def _members(js: dict[str, Any]) -> list[dict[str, Any]]:
     """A union's members other than null, each with the constraints the union carries (pydantic writes
     ``ge``/``le`` of an ``int | float`` beside its ``anyOf``); ``[js]`` for a schema that is no union."""
@@ -91,12 +97,6 @@ def _members(js: dict[str, Any]) -> list[dict[str, Any]]:
         return [js]
     around = {k: v for k, v in js.items() if k in _BOUNDS}
     return [{**m, **around} if "anyOf" in m else m for m in js["anyOf"] if m.get("type") != "null"]
-
-
-_BOUNDS = {"ge": (0, False), "gt": (0, True), "le": (1, False), "lt": (1, True),
-           "minimum": (0, False), "exclusiveMinimum": (0, True), "maximum": (1, False), "exclusiveMaximum": (1, True)}
-"""The bound keys of a JSON schema (pydantic writes ``ge``... beside a union): which side each bounds (0 low,
-1 high) and whether it is open."""
 
 
 def _bounds(js: dict[str, Any]) -> tuple[float, float, bool, bool]:
