@@ -122,9 +122,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.row is None:
             parser.error(f"measure needs a row: one of {', '.join(COMMANDS)}")
         record = next(r for r in rows if r["id"] == args.row)
+        commit = _commit()  # the commit measure() clones, read before a commit can land while it runs
         record["figure"] = measure(args.row)
         when = datetime.date.today().isoformat()
-        record["measured"] = f"{when}, commit {_commit()}, {os.cpu_count()} cores"
+        record["measured"] = f"{when}, commit {commit}, {os.cpu_count()} cores"
         RECORDS.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{record['what']}: {record['figure']}")
     write_doc(rows)
