@@ -161,11 +161,6 @@ def _says_container(js: dict[str, Any], defs: dict[str, Any]) -> str:
     return f"give a {js.get('title', 'value')}"
 
 
-def allowed(tp: Any) -> str:
-    """What an annotation allows, as an error says it, read from its JSON schema (:func:`json_schema`)."""
-    return says(*json_schema(tp))
-
-
 def _walk(js: dict[str, Any], defs: dict[str, Any], loc: tuple[Any, ...]) -> tuple[list[str | int], dict[str, Any]]:
     """The places ``loc`` names in a value of schema ``js`` (fields, table keys, items) and the schema at the
     last of them; the walk stops at a union of several members (the union is what the value failed) and at a
@@ -220,6 +215,6 @@ def refusal(where: str, tp: Any, err: ErrorDetails, error: type[ConfigError] = C
 
 
 __all__ = [
-    "CUSTOM", "NAMES", "SAYS", "allowed", "choices_text", "int_text", "json_schema", "key_path", "real_text", "refusal",
+    "CUSTOM", "NAMES", "SAYS", "choices_text", "int_text", "json_schema", "key_path", "real_text", "refusal",
     "says",
 ]

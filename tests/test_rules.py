@@ -125,7 +125,7 @@ def test_a_huge_bad_value_is_shown_shortened_and_kept_whole() -> None:
 def test_what_a_refusal_says_a_field_allows_is_read_from_the_run_configs_json_schema() -> None:
     """One source for every field's text: pydantic's JSON schema of the whole run config (its ``$defs`` hold
     each section's) says what each field allows exactly as a refusal of that field does."""
-    from simlab.refusals import allowed, json_schema, says
+    from simlab.refusals import json_schema, says
 
     assert json_schema(RunConfig)[0]["properties"]["harness"] == {"x-simlab-allowed": "give a HarnessConfig",
                                                                    "title": "Harness"}  # a section, not a table
@@ -136,7 +136,7 @@ def test_what_a_refusal_says_a_field_allows_is_read_from_the_run_configs_json_sc
         if section is None or section.__name__ not in defs:
             continue
         for name, field in defs[section.__name__]["properties"].items():
-            assert says(field, defs) == allowed(section.allows(name)), (section.__name__, name)
+            assert says(field, defs) == says(*json_schema(section.allows(name))), (section.__name__, name)
             read += 1
     assert read > 60
     window = defs["HarnessConfig"]["properties"]["window"]
