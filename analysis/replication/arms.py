@@ -15,10 +15,11 @@ import polars as pl
 
 from simlab import names
 from simlab.analysis.replication.data import SpecData, column
-from simlab.analysis.replication.spec import Design, FindingRow, grid_variants
+from simlab.analysis.replication.spec import Design, FindingRow, axis_keys, grid_variants
 from simlab.analysis.statistics import outcomes, stats
 from simlab.analysis.statistics.compare import Arm
 from simlab.errors import ConfigError, FindingsError
+from simlab.sweep import labels
 
 ROUND = 9
 """Decimals a per-seed outcome is kept at (far below any difference a finding reports)."""
@@ -26,17 +27,9 @@ ROUND = 9
 
 
 def settings(variant: str) -> dict[str, str]:
-    """A variant label (``preset=peekread-neg,estimator=trajectory_group``) as its settings, lower-cased
-    booleans. Values that contain commas (``horizon=[8, 8]``) are kept whole."""
-    out: dict[str, str] = {}
-    key = None
-    for part in variant.split(","):
-        if "=" in part and not part.startswith(" "):
-            key, value = part.split("=", 1)
-            out[key] = value
-        elif key is not None:
-            out[key] += "," + part
-    return {k: v.lower() if v in ("True", "False") else v for k, v in out.items()}
+    """A variant label (``task.preset=peekread-neg,train.estimator=trajectory_group``) as its settings,
+    lower-cased booleans (:func:`simlab.sweep.labels.parse_label`)."""
+    return {k: v.lower() if v in ("True", "False") else v for k, v in labels.parse_label(variant).items()}
 
 
 def selects(variant: str, selector: Mapping[str, tuple[str, ...]]) -> bool:
@@ -55,21 +48,38 @@ def check_arms(row: FindingRow) -> None:
     """Each arm of ``row``, and each value an arm lists for a key, selects at least one variant its spec
     runs (a grid spec's; a sampled space's variants are not known before it runs). A misspelt value would
     otherwise read "not run" beside runs, or, one of a list, pool fewer runs than the row says."""
-    labels = grid_variants(row.spec_path.read_text(encoding="utf-8"))
-    if not labels:
+    text = row.spec_path.read_text(encoding="utf-8")
+    _check_keys(row, axis_keys(text))
+    variants = grid_variants(text)
+    if not variants:
         return
-    runs = "; ".join(sorted(labels)[:4]) + (" ..." if len(labels) > 4 else "")
+    runs = "; ".join(sorted(variants)[:4]) + (" ..." if len(variants) > 4 else "")
     for arm, selector in row.arms.items():
-        if not any(selects(v, selector) for v in labels):
+        if not any(selects(v, selector) for v in variants):
             given = ", ".join(f"{k} = {'|'.join(vs)}" for k, vs in selector.items())
             raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
                 f"findings.{arm}", given, f"select a variant of the spec (row {row.id}); it runs {runs}").args[0])
         for key, values in selector.items():
             for value in values if len(values) > 1 else ():  # a single value is the arm just checked
-                if not any(selects(v, {**selector, key: (value,)}) for v in labels):
+                if not any(selects(v, {**selector, key: (value,)}) for v in variants):
                     raise FindingsError(f"{row.spec_path.name}: " + FindingsError.invalid(
                         f"findings.{arm}.{key}", value, f"no variant of the spec (row {row.id}) with the arm's "
                         f"other settings has {key}={value}; it runs {runs}").args[0])
+
+
+def _check_keys(row: FindingRow, axes: tuple[str, ...]) -> None:
+    """Each arm selects by keys the spec sweeps, spelt as its labels spell them: a key path or ``variant``.
+    A leaf key (``preset``, the spelling before labels used key paths) gets the key path to write."""
+    known = {*axes, labels.VARIANT_KEY}
+    for arm, selector in row.arms.items():
+        for key in selector:
+            if not axes or key in known:
+                continue
+            paths = [path for path in axes if labels.leaf(path) == key]
+            shown = f"`findings.{arm}.{key}`"
+            raise FindingsError(f"{row.spec_path.name}: " + (
+                f"{shown} is not a key path; write `{paths[0]}` ({labels.LEAF_KEYS})" if len(paths) == 1
+                else f"{shown} is no setting the spec sweeps (row {row.id}); choose one of {sorted(known)}"))
 
 
 def scale(metric: str) -> float:

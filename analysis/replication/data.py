@@ -12,8 +12,8 @@ per-seed values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import polars as pl
 
 from simlab import names
 from simlab.errors import FindingsError
+from simlab.sweep import labels
 
 EXPORT_DIR = Path(__file__).resolve().parents[1] / "findings"
 """Where the per-sweep exports are committed: ``analysis/findings/``, beside this package."""
@@ -95,7 +96,7 @@ def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str 
     finished = [r for r in trials if r["status"] == "FINISHED"]
     if not finished:
         return None
-    runs = [{"run_id": r["run_id"], "status": r["status"], "variant": r["tags"].get(names.VARIANT_TAG),
+    runs = [{"run_id": r["run_id"], "status": r["status"], "variant": labels.stored_variant(r["tags"], r["params"]),
              "seed": r["tags"].get(names.SEED_TAG), "base_seed": r["params"].get(names.PARAM_BASE_SEED),
              "eval_seed": r["params"].get(names.PARAM_EVAL_SEED)} for r in trials]
     history = history_table(store, finished, wanted)
@@ -129,6 +130,14 @@ def read_export(experiment: str, folder: Path = EXPORT_DIR) -> SpecData | None:
         runs = runs.with_columns(pl.col(name).cast(pl.String) if name in runs.columns else pl.lit(None, pl.String)
                                  .alias(name))
     return SpecData(runs, history, episodes)
+
+
+def by_key_path(data: SpecData, axes: Iterable[str]) -> SpecData:
+    """``data`` with variant labels read by key path against the spec's ``axes``: an export written before
+    labels used key paths carries leaf keys (``normaliser=token``); a key-path label is left as it is."""
+    known: dict[str, str | None] = dict.fromkeys(axes)
+    relabel = pl.col("variant").map_elements(lambda v: labels.canonical_label(v, known), return_dtype=pl.String)
+    return replace(data, runs=data.runs.with_columns(relabel))
 
 
 def write_export(experiment: str, data: SpecData, folder: Path = EXPORT_DIR) -> list[Path]:

@@ -24,7 +24,7 @@ from simlab.analysis.statistics.power import SUCCESS_LEVEL, success_level_ok
 from simlab.errors import ConfigError, FindingsError
 from simlab.refusals import choices_text
 from simlab.rules import TABLE, Names, Real, Says, check_value, refuse
-from simlab.schema import read_toml
+from simlab.schema import flatten, read_toml
 
 if TYPE_CHECKING:
     from simlab.config import RunConfig
@@ -45,15 +45,17 @@ def _text(value: Any) -> str:
 
 
 def _selector(raw: Any) -> Any:
-    """An arm's table with each setting's allowed values as label text (one value or a list of them)."""
+    """An arm's table by key path (TOML's dotted keys nest: ``{ task.preset = ... }`` is flattened), each
+    setting's allowed values as label text (one value or a list of them)."""
     if not isinstance(raw, Mapping):
         return raw
-    return {str(k): tuple(_text(v) for v in (vs if isinstance(vs, list) else [vs])) for k, vs in raw.items()}
+    flat = flatten(raw)
+    return {str(k): tuple(_text(v) for v in (vs if isinstance(vs, list) else [vs])) for k, vs in flat.items()}
 
 
 Arm = Annotated[
     dict[str, tuple[str, ...]], BeforeValidator(_selector), Field(min_length=1),
-    Says('give a table of variant settings, e.g. { preset = "peekread-neg" }'),
+    Says('give a table of variant settings by key path, e.g. { task.preset = "peekread-neg" }'),
 ]
 """Setting -> allowed values; a run belongs to the arm when every setting matches."""
 Number = Annotated[Real, AfterValidator(float)]
@@ -284,6 +286,13 @@ def grid_variants(text: str) -> tuple[str, ...]:
     if spec is None or spec.sampler != "grid":
         return ()
     return tuple(Cell(p, 0).variant for p in spec.grid_points())
+
+
+@functools.cache
+def axis_keys(text: str) -> tuple[str, ...]:
+    """The key paths a spec (keyed by its text) sweeps; empty for a spec that does not parse."""
+    spec = _parsed(text)
+    return () if spec is None else tuple(axis.key for axis in spec.axes)
 
 
 @functools.cache

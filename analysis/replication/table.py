@@ -31,8 +31,16 @@ from typing import Any, Literal
 import numpy as np
 
 from simlab.analysis.replication.arms import arm, arm_runs, check_arms, scale
-from simlab.analysis.replication.data import EXPORT_DIR, SpecData, column, live_data, read_export, write_export
-from simlab.analysis.replication.spec import ARMS, FindingRow, design, parse_rows
+from simlab.analysis.replication.data import (
+    EXPORT_DIR,
+    SpecData,
+    by_key_path,
+    column,
+    live_data,
+    read_export,
+    write_export,
+)
+from simlab.analysis.replication.spec import ARMS, FindingRow, axis_keys, design, parse_rows
 from simlab.analysis.replication.verdicts import Family, Levels, by_construction, verdict
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.compare import Judgement
@@ -203,13 +211,14 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
     """Evaluate every row, reading each sweep from the live store (``auto``: when it holds finished runs)
     or else from its committed exports."""
     frames: dict[str, tuple[SpecData | None, str]] = {}
-    for spec in dict.fromkeys(r.spec for r in rows):
+    for spec, path in {r.spec: r.spec_path for r in rows}.items():
         data, where = None, "none"
         if source != "exports":
             wanted = set().union(*(r.metrics() for r in rows if r.spec == spec))
             data, where = live_data(spec, wanted.__contains__, tracking_uri), "store"
         if data is None and source != "store":
             data, where = read_export(spec, exports), "exports"
+            data = None if data is None else by_key_path(data, axis_keys(path.read_text(encoding="utf-8")))
         frames[spec] = (data, where if data is not None else "none")
     levels = levels or Levels()
     measured = [measure(r, frames[r.spec][0], levels) for r in rows]

@@ -29,6 +29,7 @@ from simlab.analysis.statistics import compare, outcomes, power, stats
 from simlab.analysis.statistics.compare import Arm, Judgement
 from simlab.analysis.tables import check_output_dir, write_tables
 from simlab.errors import ReportError
+from simlab.sweep import labels
 
 ARTIFACT_PATH = "report"
 STEM = "report"
@@ -48,8 +49,12 @@ class Levels:
 
 # ------------------------------------------------------------------------------------------ arms
 def default_baseline(sweep: SweepRuns) -> str:
-    """The sweep's named baseline when it is a variant, else the first variant in grid order."""
-    return str(sweep.baseline_hint) if sweep.baseline_hint in sweep.variants else sweep.variants[0]
+    """The sweep's named baseline when it is a variant (read by key path where the store logged it with leaf
+    keys), else the first variant in grid order."""
+    hint = sweep.baseline_hint
+    if hint is not None and hint not in sweep.variants:
+        hint = labels.respelt(hint, sweep.variants)
+    return str(hint) if hint in sweep.variants else sweep.variants[0]
 
 
 def arms(sweep: SweepRuns, evaluation: str, statistic: outcomes.Statistic = "final",
@@ -109,8 +114,10 @@ def variant_table(sweep: SweepRuns, baseline: str | None = None, levels: Levels 
     levels = levels or Levels()
     baseline = default_baseline(sweep) if baseline is None else baseline
     if baseline not in sweep.variants:
-        raise ReportError(f"`--baseline={baseline!r}` is invalid; choose one of the variants: "
-                          f"{', '.join(sweep.variants)}", key="--baseline", value=baseline)
+        respelt = labels.respelt(baseline, sweep.variants)
+        allowed = f"write {respelt!r} ({labels.LEAF_KEYS})" if respelt else \
+            f"choose one of the variants: {', '.join(sweep.variants)}"
+        raise ReportError(f"`--baseline={baseline!r}` is invalid; {allowed}", key="--baseline", value=baseline)
     parts = [_one_table(sweep, baseline, evaluation, statistic, levels, threshold)
              for evaluation, statistic in statistics]
     measured = [part for part in parts if part["mean"].is_not_null().any()]

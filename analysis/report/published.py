@@ -16,11 +16,7 @@ import polars as pl
 from simlab.analysis.audit.table import ablation_table
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.levels import Estimate
-
-
-def label_settings(variant: str) -> dict[str, str]:
-    """A variant label (``estimator=trajectory_group,max_compactions=4``) as its settings, as printed."""
-    return dict(p.split("=", 1) for p in variant.split(",") if "=" in p)
+from simlab.sweep import labels
 
 
 def _same(a: str | None, b: str) -> bool:
@@ -43,7 +39,7 @@ def against_published(table: pl.DataFrame, evaluation: str = "compacted") -> pl.
     setting (ablated - full, like the papers print it), and whether the direction is reproduced."""
     rows = table.filter((pl.col("evaluation") == evaluation) & (pl.col("statistic") == "final")).to_dicts()
     measured = {r["variant"]: r for r in rows if r["mean"] is not None}
-    settings = {r["variant"]: label_settings(r["variant"]) for r in rows}
+    settings = {r["variant"]: labels.parse_label(r["variant"]) for r in rows}
     out: list[dict[str, Any]] = []
     for ab in ablation_table().iter_rows(named=True):
         axis = ab["axis"]

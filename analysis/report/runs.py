@@ -11,7 +11,6 @@ schema. ``simlab report`` and the figures read :class:`SweepRuns`.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ import polars as pl
 from simlab import names
 from simlab.errors import ReportError
 from simlab.harness.config import effective_horizon
+from simlab.sweep import labels
 
 EVALUATIONS = {name: names.metric(prefix, names.SUCCESS) for name, prefix in names.EVALUATIONS.items()}
 """The two evaluation configurations every run is scored in: its own harness, and compaction disabled."""
@@ -178,16 +178,11 @@ def _run_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
         **{k: record[k] for k in _RUN_SCHEMA},
         **{column: tags.get(tag) for tag, column in TAGS.items()},
+        "variant": labels.stored_variant(tags, params),
         "tag_run_name": tags.get(names.RUN_NAME_TAG),
         **{column: params.get(param) for param, column in PARAMS.items()},
         **{name: None if v is None or math.isnan(v) else float(v) for name, v in rates.items()},
     }
-
-
-def _variant_of(cell: str) -> str:
-    """A cell label without its seed, for runs logged before the ``simlab.variant`` tag existed."""
-    parts = [p for p in cell.split(",") if not re.fullmatch(r"seed=.*", p)]
-    return ",".join(parts) or "base"
 
 
 def _horizon(row: dict[str, Any]) -> float | None:
@@ -239,7 +234,6 @@ def _trial_rows(trials: pl.DataFrame) -> pl.DataFrame:
     trials = trials.with_columns(
         pl.coalesce(
             "variant",
-            pl.col("cell").map_elements(_variant_of, return_dtype=pl.String),
             "tag_run_name",
             "run_name",
         ).alias("variant"),

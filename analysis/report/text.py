@@ -13,10 +13,10 @@ from typing import Any
 import polars as pl
 
 from simlab.analysis.audit.table import like_for_like_text
-from simlab.analysis.report.published import label_settings
 from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
 from simlab.analysis.tables import markdown_table
 from simlab.analysis.tables import number_text as _num
+from simlab.sweep import labels
 
 SE_FROM = {
     "nested": "seeds+instances",
@@ -223,7 +223,7 @@ def _pair(full: str | None, ablated: str | None, axis: str) -> str:
     """``axis: full -> ablated (where the rest)``: the pair by what changes, then what is held fixed."""
     if full is None or ablated is None:
         return "-"
-    f, a = label_settings(full), label_settings(ablated)
+    f, a = labels.parse_label(full), labels.parse_label(ablated)
     where = ",".join(f"{k}={v}" for k, v in f.items() if k != axis)
     change = f"{axis}: {f[axis]} -> {a[axis]}"
     return f"{change} ({where})" if where else change

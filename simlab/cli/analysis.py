@@ -77,8 +77,9 @@ def report(
     experiment: Annotated[str, typer.Argument(help="Sweep name (its experiment) or any experiment name or id.")],
     baseline: Annotated[
         str | None,
-        typer.Option("--baseline", help="Variant to difference against (default: the spec's baseline, "
-                                        "else the first grid cell)."),
+        typer.Option("--baseline", help="Variant to difference against, by key path, e.g. "
+                                        "train.normaliser=token (default: the spec's baseline, else the first "
+                                        "grid cell)."),
     ] = None,
     out: Annotated[
         Path | None,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 from simlab.names import ATTR_CELL, ATTR_SEED
 from simlab.rules import TABLE, Real
 from simlab.rules import refuse as _refuse
+from simlab.sweep import labels
 
 if TYPE_CHECKING:
     import optuna
@@ -122,10 +123,6 @@ class Axis:
         return decode(trial.suggest_categorical(self.key, [encode(v) for v in self.grid]), self.grid)
 
 
-BASE_VARIANT = "base"
-"""The variant of a sweep without a search space (seeds only)."""
-
-
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a point of the space and a seed."""
@@ -142,9 +139,9 @@ class Cell:
 
     @property
     def variant(self) -> str:
-        """The label without the seed: what ``simlab report`` pools seeds over (``base`` for an empty space)."""
-        parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(self.params.items())]
-        return ",".join(parts) or BASE_VARIANT
+        """The label without the seed, by key path: what ``simlab report`` pools seeds over (``base`` for an
+        empty space; :mod:`.labels`)."""
+        return labels.label(self.params)
 
     @property
     def label(self) -> str:

@@ -23,6 +23,7 @@ from simlab.errors import SpecError
 from simlab.registry import Registry
 from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value
 from simlab.schema import read_toml
+from simlab.sweep import labels
 from simlab.sweep.plan import PLANS, Plan
 from simlab.sweep.space import Axis, Cell, Distribution
 from simlab.sweep.spec import (
@@ -189,5 +190,7 @@ def _with_baseline(spec: SweepSpec, baseline: Any) -> SweepSpec:
     spec.plan.check_baseline(baseline)
     known = [Cell(point, spec.seeds[0]).variant for point in spec.grid_points()]
     if baseline not in known:
-        raise _bad("baseline", baseline, f"choose one of the grid's variants: {', '.join(map(repr, known))}")
+        respelt = labels.respelt(str(baseline), known)
+        raise _bad("baseline", baseline, f"write {respelt!r} ({labels.LEAF_KEYS})" if respelt else
+                   f"choose one of the grid's variants: {', '.join(map(repr, known))}")
     return replace(spec, baseline=baseline)

@@ -275,8 +275,8 @@ def sweep_links(store: Store, base_url: str) -> list[SweepLinks]:
 
 
 def metric_label(variant: str) -> str:
-    """A variant's label as a metric-key part (MLflow allows letters, digits, ``_-. :/``): ``steps=10``
-    becomes ``steps:10``, a comma between settings a space, a slash an underscore."""
+    """A variant's label as a metric-key part (MLflow allows letters, digits, ``_-. :/``):
+    ``train.steps=10`` becomes ``train.steps:10``, a comma between settings a space, a slash an underscore."""
     text = variant.replace("=", ":").replace(",", " ").replace("/", "_")
     return "".join(c if c.isalnum() or c in "_-. :" else "_" for c in text)
 

@@ -146,18 +146,22 @@ def test_ablation_table_for_against_published(table: pl.DataFrame) -> None:
     ab = ablation_table()
     assert ab["id"].to_list() == table.filter(pl.col("section") == "ablation")["id"].to_list()
     r = ab.filter(pl.col("id") == "supo.ablation.overlong_mask.bcp").to_dicts()[0]
-    assert (r["axis"], r["full_setting"], r["ablated_setting"]) == ("overlong_mask", "true", "false")
+    assert (r["axis"], r["full_setting"], r["ablated_setting"]) == ("train.overlong_mask", "true", "false")
     assert r1(r["difference"]) == -9.0 and r1(r["se"]) == 7.0
 
 
 def test_ablations_name_simlab_settings() -> None:
+    """By key path, as a sweep's variant labels spell them (what ``--against-published`` pairs on)."""
+    from simlab.config import flatten, resolve
+
     axes = {a.id: (a.axis, a.full_setting, a.ablated_setting) for a in load_published().ablations}
     assert axes["compactionrl.ablation.gae_correction"] == (
-        "estimator",
+        "train.estimator",
         "gae_compaction",
         "gae_segment_local",
     )
-    assert axes["compactionrl.ablation.token_level_loss"] == ("normaliser", "token", "segment")
+    assert axes["compactionrl.ablation.token_level_loss"] == ("train.normaliser", "token", "segment")
+    assert {axis for axis, _, _ in axes.values()} <= set(flatten(resolve()))
 
 
 # -------------------------------------------------------------------------------- rendering

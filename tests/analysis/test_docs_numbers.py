@@ -111,12 +111,12 @@ def test_the_readme_main_job_table_is_what_its_exports_give() -> None:
     data = read_export("quick")
     assert data is not None, "analysis/findings/quick.* is missing"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = [_main_job_row(data, "normaliser=token", "token normaliser (SUPO's, the baseline)"),
-            _main_job_row(data, "normaliser=segment", "segment normaliser (CompactionRL's ablation)")]
+    rows = [_main_job_row(data, "train.normaliser=token", "token normaliser (SUPO's, the baseline)"),
+            _main_job_row(data, "train.normaliser=segment", "segment normaliser (CompactionRL's ablation)")]
     diffs = []
     for statistic in ("final", "auc"):
-        d = difference(_main_job_arm(data, "normaliser=segment", statistic),
-                       _main_job_arm(data, "normaliser=token", statistic))
+        d = difference(_main_job_arm(data, "train.normaliser=segment", statistic),
+                       _main_job_arm(data, "train.normaliser=token", statistic))
         assert d is not None
         diffs.append((d.mean, d.se, d.df))
     (m, se, df), (m2, se2, _) = diffs

@@ -32,10 +32,10 @@ id = "9"
 finding = "a toy"
 published = -4.0
 metric = "eval/compacted/success"
-treatment = { preset = "neg", estimator = "tg" }
-baseline = { preset = "neg", estimator = "rg" }
-control_treatment = { preset = "zero", estimator = "tg" }
-control_baseline = { preset = "zero", estimator = "rg" }
+treatment = { task.preset = "neg", train.estimator = "tg" }
+baseline = { task.preset = "neg", train.estimator = "rg" }
+control_treatment = { task.preset = "zero", train.estimator = "tg" }
+control_baseline = { task.preset = "zero", train.estimator = "rg" }
 mechanism = [{ metric = "health/baseline_shift/mean", reduce = "mean", label = "shift" }]
 """
 
@@ -54,12 +54,12 @@ def frame(arms: dict[str, list[float]], shift: float = 0.1):
             run_id = f"{variant}/{seed}"
             runs.append({"run_id": run_id, "status": "FINISHED", "variant": variant, "seed": seed})
             hist[run_id] = {METRIC: [0.25, final], "health/baseline_shift/mean": [shift, 3 * shift]}
-    runs.append({"run_id": "x", "status": "FAILED", "variant": "preset=neg,estimator=tg", "seed": 9})
+    runs.append({"run_id": "x", "status": "FAILED", "variant": "task.preset=neg,train.estimator=tg", "seed": 9})
     return SpecData(fdd.runs_from_histories(runs, hist, {METRIC, "health/baseline_shift/mean"}))
 
 
-TG, RG = "preset=neg,estimator=tg", "preset=neg,estimator=rg"
-CTG, CRG = "preset=zero,estimator=tg", "preset=zero,estimator=rg"
+TG, RG = "task.preset=neg,train.estimator=tg", "task.preset=neg,train.estimator=rg"
+CTG, CRG = "task.preset=zero,train.estimator=tg", "task.preset=zero,train.estimator=rg"
 
 
 def test_reproduced_when_the_sign_matches_at_two_sigma_and_the_control_is_a_decided_tie(tmp_path):
@@ -182,7 +182,7 @@ def test_export_round_trip(tmp_path):
         (lambda t: t.replace('metric = "health/baseline_shift/mean"', 'metric = "health/baseline_shfit/mean"'),
          "metric='health/baseline_shfit/mean'` is invalid"),
         (lambda t: t.replace("published = -4.0", 'published = "big"'), "`findings\\[0\\].published='big'`"),
-        (lambda t: t.replace('control_baseline = { preset = "zero", estimator = "rg" }', ""),
+        (lambda t: t.replace('control_baseline = { task.preset = "zero", train.estimator = "rg" }', ""),
          "`findings\\[0\\].control_baseline` is required"),
     ],
 )
@@ -250,10 +250,10 @@ id = "6"
 finding = "a train-serve toy"
 published = -3.8
 metric = "eval/compacted/success"
-treatment = { preset = "peekread-pos", steps = 20 }
-baseline = { preset = "peekread-pos", steps = 0 }
-control_treatment = { preset = "peekread-zero", steps = 20 }
-control_baseline = { preset = "peekread-zero", steps = 0 }
+treatment = { task.preset = "peekread-pos", train.steps = 20 }
+baseline = { task.preset = "peekread-pos", train.steps = 0 }
+control_treatment = { task.preset = "peekread-zero", train.steps = 20 }
+control_baseline = { task.preset = "peekread-zero", train.steps = 0 }
 """
 
 
@@ -262,8 +262,8 @@ def test_a_shared_held_out_set_bounds_the_instance_term(tmp_path):
     r = row(tmp_path, text)
     spec = fs.design(r)
     assert (spec.episodes, spec.base_fixed, spec.eval_fixed) == (100, True, True)
-    f = frame({"preset=peekread-pos,steps=20": [0.0] * 3, "preset=peekread-pos,steps=0": [0.2] * 3,
-               "preset=peekread-zero,steps=20": [0.30, 0.31, 0.29], "preset=peekread-zero,steps=0": [0.3] * 3})
+    pos, zero = "task.preset=peekread-pos,train.steps=", "task.preset=peekread-zero,train.steps="
+    f = frame({pos + "20": [0.0] * 3, pos + "0": [0.2] * 3, zero + "20": [0.30, 0.31, 0.29], zero + "0": [0.3] * 3})
     got = fd.evaluate_row(r, f, "store")
     # the trained arm fails every episode: the bound on the instance term is exact, the baseline's binomial SE
     assert got["se_from"] == "rates-bound" and got["se"] == pytest.approx(100 * math.sqrt(0.2 * 0.8 / 100))
@@ -281,6 +281,23 @@ def test_the_compact_table_fits_110_columns():
     for line in findings_text.to_compact(found).splitlines():
         assert len(line) <= findings_text.WIDTH, line
     assert "| 7c" in findings_text.to_compact(found) and "check" in findings_text.to_compact(found)
+
+
+def test_an_export_written_with_leaf_labels_reads_as_the_key_path_one(tmp_path):
+    """Exports committed before labels used key paths (``preset=peekread-pos,steps=0``) give the same rows:
+    the labels are read against the spec's axes."""
+    rows = [r for r in fd.load_rows() if r.spec == "finding-train-serve"]
+    for name, path in fdd.export_paths("finding-train-serve").items():
+        if name != "runs" and path.is_file():
+            (tmp_path / path.name).write_bytes(path.read_bytes())
+    runs = pl.read_csv(fdd.export_paths("finding-train-serve")["runs"], infer_schema_length=None)
+    assert set(runs.get_column("variant")) >= {"task.preset=peekread-pos,train.steps=0"}
+    leafy = runs.with_columns(pl.col("variant").str.replace_all(r"(task|train)\.", ""))
+    assert set(leafy.get_column("variant")) >= {"preset=peekread-pos,steps=0"}
+    leafy.write_csv(tmp_path / "finding-train-serve.csv")
+    old, new = fd.gather(rows, source="exports", exports=tmp_path), fd.gather(rows, source="exports")
+    assert json.dumps(old.rows, default=str) == json.dumps(new.rows, default=str)
+    assert old.rows[0]["difference"] is not None
 
 
 def test_an_area_asked_of_runs_with_one_evaluation_names_the_row(tmp_path):
@@ -451,34 +468,54 @@ id = "9"
 finding = "a toy"
 published = -4.0
 metric = "eval/compacted/success"
-treatment = { estimator = "trajectory_group" }
-baseline = { estimator = "rollout_group" }
-control_treatment = { estimator = "trajectory_group" }
-control_baseline = { estimator = "rollout_group" }
+treatment = { train.estimator = "trajectory_group" }
+baseline = { train.estimator = "rollout_group" }
+control_treatment = { train.estimator = "trajectory_group" }
+control_baseline = { "train.estimator" = "rollout_group" }
 """
+
+
+def test_an_arm_selects_by_key_path_dotted_or_quoted_and_a_leaf_key_is_refused(tmp_path):
+    """Arms spell settings as the labels do; TOML's dotted keys nest (``{ train.estimator = ... }`` is
+    ``{ train = { estimator = ... } }``), and the arm reads both it and the quoted key as one key path."""
+    rows = [row(tmp_path, GRID_ROW)]
+    assert rows[0].treatment == {"train.estimator": ("trajectory_group",)}
+    assert rows[0].control_baseline == {"train.estimator": ("rollout_group",)}
+    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('treatment = { train.estimator = "trajectory_group" }',
+                                                       'treatment = { estimator = "trajectory_group" }', 1))
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert line.endswith("toy0.toml: `findings.treatment.estimator` is not a key path; write `train.estimator` "
+                         "(a label spells each setting by its key path, as --set does)"), line
+    res = _cli_on(tmp_path / "other", GRID_ROW.replace('treatment = { train.estimator = "trajectory_group" }',
+                                                       'treatment = { train.lr = 0.1 }', 1))
+    assert res.exit_code == 2, res.output
+    assert "`findings.treatment.train.lr` is no setting the spec sweeps (row 9); choose one of " \
+        "['train.estimator', 'variant']" in res.output
 
 
 def test_a_misspelt_value_in_an_arm_s_list_is_refused(tmp_path):
     """One of a list that matches nothing would pool fewer runs than the row says (the whole arm still
     selects the other value's runs, so the arm check alone let it pass)."""
-    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('treatment = { estimator = "trajectory_group" }',
-                                                       'treatment = { estimator = ["trajectory_group", '
+    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('treatment = { train.estimator = "trajectory_group" }',
+                                                       'treatment = { train.estimator = ["trajectory_group", '
                                                        '"trajectroy_group"] }'))
     assert res.exit_code == 2, res.output
     line = res.output.strip()
-    assert "\n" not in line and "`findings.treatment.estimator='trajectroy_group'` is invalid" in line, line
-    assert "no variant of the spec (row 9) with the arm's other settings has estimator=trajectroy_group" in line
+    assert "\n" not in line and "`findings.treatment.train.estimator='trajectroy_group'` is invalid" in line, line
+    assert "no variant of the spec (row 9) with the arm's other settings has train.estimator=trajectroy_group" in line
 
 
 def test_an_arm_that_selects_no_variant_is_refused(tmp_path):
     """Issue 30: a misspelt arm value read "not run: fewer than 2 seeds in an arm" beside the runs."""
     assert _cli_on(tmp_path / "good", GRID_ROW).exit_code == 0
-    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('baseline = { estimator = "rollout_group" }',
-                                                       'baseline = { estimator = "rollout_grop" }'))
+    res = _cli_on(tmp_path / "specs", GRID_ROW.replace('baseline = { train.estimator = "rollout_group" }',
+                                                       'baseline = { train.estimator = "rollout_grop" }'))
     assert res.exit_code == 2, res.output
     line = res.output.strip()
-    assert "\n" not in line and "toy0.toml: `findings.baseline='estimator = rollout_grop'` is invalid" in line, line
-    assert "select a variant of the spec (row 9); it runs estimator=rollout_group; estimator=trajectory_group" in line
+    assert "\n" not in line and "toy0.toml: `findings.baseline='train.estimator = rollout_grop'` is invalid" in line
+    assert "select a variant of the spec (row 9); it runs train.estimator=rollout_group; " \
+        "train.estimator=trajectory_group" in line
 
 
 def test_a_control_by_construction_never_decides_a_direction(tmp_path) -> None:
@@ -520,10 +557,10 @@ finding = "a toy"
 published = -4.0
 metric = "eval/single_window/success"
 statistic = "auc"
-treatment = { estimator = "trajectory_group" }
-baseline = { estimator = "rollout_group" }
-control_treatment = { estimator = "trajectory_group" }
-control_baseline = { estimator = "rollout_group" }
+treatment = { train.estimator = "trajectory_group" }
+baseline = { train.estimator = "rollout_group" }
+control_treatment = { train.estimator = "trajectory_group" }
+control_baseline = { train.estimator = "rollout_group" }
 [objective]
 metric = "eval/compacted/success"
 direction = "maximize"

@@ -29,13 +29,19 @@ from simlab.analysis.report import figures
 from simlab.analysis.report import health as rh
 from simlab.analysis.report import published as rpub
 from simlab.analysis.statistics import levels
+from simlab.sweep import labels
 from tests.stores import run_cli
 
 N = 50
-A = "estimator=rollout_group,max_compactions=4,normaliser=token"  # baseline: first in grid order
-B = "estimator=trajectory_group,max_compactions=4,normaliser=token"
-C = "estimator=rollout_group,max_compactions=4,normaliser=segment"
-D = "estimator=rollout_group,max_compactions=8,normaliser=token"  # 1.8x the effective horizon
+A = "harness.max_compactions=4,train.estimator=rollout_group,train.normaliser=token"  # baseline: first in grid order
+B = "harness.max_compactions=4,train.estimator=trajectory_group,train.normaliser=token"
+C = "harness.max_compactions=4,train.estimator=rollout_group,train.normaliser=segment"
+D = "harness.max_compactions=8,train.estimator=rollout_group,train.normaliser=token"  # 1.8x the effective horizon
+
+
+def leaf_label(variant: str) -> str:
+    """How the label was spelt before labels used key paths."""
+    return ",".join(f"{labels.leaf(k)}={v}" for k, v in labels.parse_label(variant).items())
 # final compacted success per seed; None: the run never logged it
 COMPACTED = {A: [0.50, 0.60, 0.70], B: [0.80, 0.84, None], C: [0.40, 0.44, 0.48], D: [0.70, 0.74, 0.30]}
 SINGLE = {A: [0.40, 0.40, 0.40], B: [0.50, 0.50, 0.50], C: [0.30, 0.30, 0.30], D: [0.45, 0.45, 0.45]}
@@ -50,30 +56,34 @@ class Built:
 
 
 def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: int) -> None:
-    cell = f"{variant},seed={seed}"
+    # C's runs predate the variant tag and key-path labels: the report strips the seed off the cell and
+    # reads its leaf keys against the run's logged config; D's first seed was logged with a leaf label
+    old = variant == C or (variant, seed) == (D, 0)
+    cell = f"{leaf_label(variant) if old else variant},seed={seed}"
     tags = {
         tracking.SWEEP_TAG: "toy",
         tracking.TRIAL_TAG: str(trial),
         tracking.CELL_TAG: cell,
         tracking.SEED_TAG: str(seed),
     }
-    if variant != C:  # C's runs predate the variant tag: the report strips the seed off the cell
-        tags[tracking.VARIANT_TAG] = variant
+    if variant != C:
+        tags[tracking.VARIANT_TAG] = cell.removesuffix(f",seed={seed}")
     run_id = tracking.child_run(client, eid, parent, f"{trial}:{cell}", tags)
     sink = tracking.MlflowSink(client, run_id, figures=False)
-    settings = rpub.label_settings(variant)
+    settings = labels.parse_label(variant)
     sink.log_params(
         {
             "eval": {"episodes": N},
             "harness": {
                 "window": 128,
                 "frac": 0.8,
-                "max_compactions": int(settings["max_compactions"]),
+                "max_compactions": int(settings["harness.max_compactions"]),
                 "trigger": "threshold",
                 "t_comp": 24,
             },
             "sweep.cell": cell,
             "base": {"seed": "run"},
+            "train": {"estimator": settings["train.estimator"], "normaliser": settings["train.normaliser"]},
         }
     )
     sink.log_params({"eval": {"seed": "run"}})
@@ -293,12 +303,13 @@ def test_against_published(made: rp.Report) -> None:
         "supo.ablation.trajectory_group.codegym",
     ):
         assert rows[rid]["difference"] is None and rows[rid]["verdict"].startswith("not tested")
-    assert "not tested: this sweep's `overlong_mask` is not varied" in made.markdown
+    assert "not tested: this sweep's `train.overlong_mask` is not varied" in made.markdown
 
 
 def test_default_baseline_is_the_sweeps_named_one_else_the_first_cell(made: rp.Report) -> None:
     # the runner tags the parent run with the spec's `baseline`; a stale name falls back to grid order
     assert rp.default_baseline(replace(made.sweep, baseline_hint=C)) == C
+    assert rp.default_baseline(replace(made.sweep, baseline_hint=leaf_label(C))) == C  # logged before key paths
     assert rp.default_baseline(replace(made.sweep, baseline_hint="estimator=grpo")) == A
     assert made.sweep.variants == [A, B, C, D]
 
@@ -332,6 +343,8 @@ def test_cli_report_and_baseline(built: Built, tmp_path: Path) -> None:
         (["nope"], "experiment 'nope' does not exist"),
         (["all-failed"], "has no finished runs (1 FAILED)"),
         (["toy", "--baseline", "estimator=grpo"], f"choose one of the variants: {A}, {B}, {C}, {D}"),
+        (["toy", "--baseline", leaf_label(B)], f"`--baseline={leaf_label(B)!r}` is invalid; write {B!r} (a label "
+         "spells each setting by its key path, as --set does)"),
         (["toy", "--effect", "0"], "`--effect=0.0` is invalid; choose an effect size > 0 points"),
         (["toy", "--effect", "nan"], "`--effect=nan` is invalid"),
         (["toy", "--alpha", "0"], "`--alpha=0.0` is invalid; choose a significance level in (0, 0.5]"),

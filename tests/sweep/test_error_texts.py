@@ -97,9 +97,14 @@ SPEC_LINES = {
     "bad direction": "error: `objective.direction='up'` is invalid; choose one of 'maximize', 'minimize'",
     "not TOML": "error: `sweep spec='{dir}/spec.toml'` is invalid; it is not valid TOML: Invalid value (at end of "
                 "document)",
-    "baseline not a variant": "error: `baseline='estimator=grpo,lr=0.1'` is invalid; choose one of the grid's "
-                              "variants: 'estimator=rollout_group,lr=0.1', 'estimator=gae_concat,lr=0.1', "
-                              "'estimator=rollout_group,lr=0.2', 'estimator=gae_concat,lr=0.2'",
+    "baseline not a variant": "error: `baseline='train.estimator=grpo,train.lr=0.1'` is invalid; choose one of the "
+                              "grid's variants: 'train.estimator=rollout_group,train.lr=0.1', "
+                              "'train.estimator=gae_concat,train.lr=0.1', "
+                              "'train.estimator=rollout_group,train.lr=0.2', "
+                              "'train.estimator=gae_concat,train.lr=0.2'",
+    "baseline with leaf keys": "error: `baseline='estimator=gae_concat,lr=0.2'` is invalid; write "
+                               "'train.estimator=gae_concat,train.lr=0.2' (a label spells each setting by its key "
+                               "path, as --set does)",
 }
 
 PARSE_LINES: dict[str, str] = {

@@ -46,18 +46,18 @@ COUNTED = ("eval/", "train/", "health/segments/", "perf/optimised_tokens", "perf
            "perf/update_tokens")
 
 PINNED: dict[str, dict[str, Any]] = {
-    "normaliser=segment,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
-                                "sum": 34.03264999476597, "weighted": 773.7510002051323},
-    "normaliser=segment,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
-                                "sum": 33.878091588446416, "weighted": 775.0447131364954},
-    "normaliser=token,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
-                              "sum": 34.15173963088565, "weighted": 778.2590875142674},
-    "normaliser=token,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
-                              "sum": 33.86229357309684, "weighted": 774.2127425173985},
+    "train.normaliser=segment,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
+                                      "sum": 34.03264999476597, "weighted": 773.7510002051323},
+    "train.normaliser=segment,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
+                                      "sum": 33.878091588446416, "weighted": 775.0447131364954},
+    "train.normaliser=token,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
+                                    "sum": 34.15173963088565, "weighted": 778.2590875142674},
+    "train.normaliser=token,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
+                                    "sum": 33.86229357309684, "weighted": 774.2127425173985},
 }
 
 
-TPE_DRAWN = ["normaliser=segment,seed=0", "normaliser=token,seed=1"]
+TPE_DRAWN = ["train.normaliser=segment,seed=0", "train.normaliser=token,seed=1"]
 """The cells the tpe sweep draws: its trials are seeded by the study's name and number (plan.trial_seed)."""
 
 

@@ -58,8 +58,14 @@ BAD = [
     ("a [base.overrides] table", GOOD.replace("[base]", "[base.overrides]"), ["`[base.overrides]` is now `[base]`"]),
     (
         "baseline not a variant",
-        'baseline = "estimator=grpo,lr=0.1"\n' + GOOD,
-        ["baseline='estimator=grpo,lr=0.1'", "'estimator=rollout_group,lr=0.1'", "'estimator=gae_concat,lr=0.2'"],
+        'baseline = "train.estimator=grpo,train.lr=0.1"\n' + GOOD,
+        ["baseline='train.estimator=grpo,train.lr=0.1'", "'train.estimator=rollout_group,train.lr=0.1'",
+         "'train.estimator=gae_concat,train.lr=0.2'"],
+    ),
+    (
+        "baseline with leaf keys",
+        'baseline = "estimator=gae_concat,lr=0.2"\n' + GOOD,
+        ["baseline='estimator=gae_concat,lr=0.2'` is invalid; write 'train.estimator=gae_concat,train.lr=0.2'"],
     ),
 ]
 
@@ -67,8 +73,8 @@ BAD = [
 def test_baseline_names_a_grid_variant() -> None:
     import tomllib
 
-    spec = parse_spec(tomllib.loads('baseline = "estimator=gae_concat,lr=0.2"\n' + GOOD))
-    assert spec.baseline == "estimator=gae_concat,lr=0.2"
+    spec = parse_spec(tomllib.loads('baseline = "train.estimator=gae_concat,train.lr=0.2"\n' + GOOD))
+    assert spec.baseline == "train.estimator=gae_concat,train.lr=0.2"
     assert spec.baseline in {c.variant for c in spec.cells()}
 
 

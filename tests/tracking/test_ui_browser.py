@@ -23,7 +23,7 @@ from simlab.tracking.views import TRIAL_FILTER
 from tests.stores import TINY, Stores, run_cli, write_spec
 from tests.tracking.ui_server import CHROMIUM, open_view, screenshot, simlab_ui
 
-SPEC = 'name = "ui-sweep"\nseeds = [0, 1]\nbaseline = "steps=1"\n[space]\ntrain.steps = [1, 2]\n' + TINY.replace(
+SPEC = 'name = "ui-sweep"\nseeds = [0, 1]\nbaseline = "train.steps=1"\n[space]\ntrain.steps = [1, 2]\n' + TINY.replace(
     "train.steps = 2\n", "")
 CARD = "[data-testid=experiment-view-compare-runs-card]"
 
@@ -59,7 +59,7 @@ def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
         page = open_view(browser, links["trials"])
         for run in trials:
             page.locator(f"a[href$='/runs/{run.info.run_id}']").wait_for()
-        assert page.locator("a[href*='/runs/']").filter(has_text="steps=").count() >= 2
+        assert page.locator("a[href*='/runs/']").filter(has_text="train.steps=").count() >= 2
         columns = page.eval_on_selector_all(".ag-header-cell[col-id]", "cs => cs.map(c => c.getAttribute('col-id'))")
         wanted = {"params.`train.steps`", f"tags.`{names.SEED_TAG}`", f"metrics.`{names.EVAL_COMPACTED_SUCCESS}`"}
         assert wanted <= set(columns), columns
@@ -87,7 +87,7 @@ def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
 
         # the summary: the parent run alone, the difference and its sigma readable in its row
         page = open_view(browser, links["summary"])
-        cell = page.locator("[col-id='tags.`summary/compacted/steps:2`']").filter(has_text="diff").first
+        cell = page.locator("[col-id='tags.`summary/compacted/train.steps:2`']").filter(has_text="diff").first
         cell.wait_for()
         assert "σ" in cell.inner_text() and page.get_by_text("1 matching run").count() == 1
         browser.close()
