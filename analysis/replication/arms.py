@@ -15,7 +15,7 @@ import polars as pl
 
 from simlab import names
 from simlab.analysis.replication.data import SpecData, column
-from simlab.analysis.replication.spec import Design, FindingRow, axis_keys, grid_variants
+from simlab.analysis.replication.spec import Design, FindingRow, grid_variants, label_keys
 from simlab.analysis.statistics import outcomes, stats
 from simlab.analysis.statistics.compare import Arm
 from simlab.errors import ConfigError, FindingsError
@@ -49,7 +49,7 @@ def check_arms(row: FindingRow) -> None:
     runs (a grid spec's; a sampled space's variants are not known before it runs). A misspelt value would
     otherwise read "not run" beside runs, or, one of a list, pool fewer runs than the row says."""
     text = row.spec_path.read_text(encoding="utf-8")
-    _check_keys(row, axis_keys(text))
+    _check_keys(row, label_keys(text))
     variants = grid_variants(text)
     if not variants:
         return
@@ -67,15 +67,15 @@ def check_arms(row: FindingRow) -> None:
                         f"other settings has {key}={value}; it runs {runs}").args[0])
 
 
-def _check_keys(row: FindingRow, axes: tuple[str, ...]) -> None:
-    """Each arm selects by keys the spec sweeps, spelt as its labels spell them: a key path or ``variant``.
-    A leaf key (``preset``, the spelling before labels used key paths) gets the key path to write."""
-    known = {*axes, labels.VARIANT_KEY}
+def _check_keys(row: FindingRow, known: tuple[str, ...]) -> None:
+    """Each arm selects by keys the spec's labels carry (:func:`~simlab.analysis.replication.spec.label_keys`):
+    a swept key path or ``variant``. A leaf key (``preset``, the spelling before labels used key paths)
+    gets the key path to write."""
     for arm, selector in row.arms.items():
         for key in selector:
-            if not axes or key in known:
+            if not known or key in known:
                 continue
-            paths = [path for path in axes if labels.leaf(path) == key]
+            paths = [path for path in known if labels.leaf(path) == key]
             shown = f"`findings.{arm}.{key}`"
             raise FindingsError(f"{row.spec_path.name}: " + (
                 f"{shown} is not a key path; write `{paths[0]}` ({labels.LEAF_KEYS})" if len(paths) == 1

@@ -132,10 +132,10 @@ def read_export(experiment: str, folder: Path = EXPORT_DIR) -> SpecData | None:
     return SpecData(runs, history, episodes)
 
 
-def by_key_path(data: SpecData, axes: Iterable[str]) -> SpecData:
-    """``data`` with variant labels read by key path against the spec's ``axes``: an export written before
-    labels used key paths carries leaf keys (``normaliser=token``); a key-path label is left as it is."""
-    known: dict[str, str | None] = dict.fromkeys(axes)
+def by_key_path(data: SpecData, keys: Iterable[str]) -> SpecData:
+    """``data`` with variant labels read by key path against the spec's label ``keys``: an export written
+    before labels used key paths carries leaf keys (``normaliser=token``); a key-path label is left as it is."""
+    known: dict[str, str | None] = dict.fromkeys(keys)
     relabel = pl.col("variant").map_elements(lambda v: labels.canonical_label(v, known), return_dtype=pl.String)
     return replace(data, runs=data.runs.with_columns(relabel))
 

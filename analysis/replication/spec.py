@@ -289,10 +289,15 @@ def grid_variants(text: str) -> tuple[str, ...]:
 
 
 @functools.cache
-def axis_keys(text: str) -> tuple[str, ...]:
-    """The key paths a spec (keyed by its text) sweeps; empty for a spec that does not parse."""
+def label_keys(text: str) -> tuple[str, ...]:
+    """The keys a spec's (keyed by its text) variant labels carry: the key paths it sweeps, and ``variant``
+    when it has ``[[variants]]``; empty for a spec that does not parse."""
+    from simlab.sweep.labels import VARIANT_KEY
+
     spec = _parsed(text)
-    return () if spec is None else tuple(axis.key for axis in spec.axes)
+    if spec is None:
+        return ()
+    return tuple(axis.key for axis in spec.axes) + ((VARIANT_KEY,) if spec.variants else ())
 
 
 @functools.cache

@@ -40,7 +40,7 @@ from simlab.analysis.replication.data import (
     read_export,
     write_export,
 )
-from simlab.analysis.replication.spec import ARMS, FindingRow, axis_keys, design, parse_rows
+from simlab.analysis.replication.spec import ARMS, FindingRow, design, label_keys, parse_rows
 from simlab.analysis.replication.verdicts import Family, Levels, by_construction, verdict
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.compare import Judgement
@@ -218,7 +218,7 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
             data, where = live_data(spec, wanted.__contains__, tracking_uri), "store"
         if data is None and source != "store":
             data, where = read_export(spec, exports), "exports"
-            data = None if data is None else by_key_path(data, axis_keys(path.read_text(encoding="utf-8")))
+            data = None if data is None else by_key_path(data, label_keys(path.read_text(encoding="utf-8")))
         frames[spec] = (data, where if data is not None else "none")
     levels = levels or Levels()
     measured = [measure(r, frames[r.spec][0], levels) for r in rows]

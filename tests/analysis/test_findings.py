@@ -491,7 +491,7 @@ def test_an_arm_selects_by_key_path_dotted_or_quoted_and_a_leaf_key_is_refused(t
                                                        'treatment = { train.lr = 0.1 }', 1))
     assert res.exit_code == 2, res.output
     assert "`findings.treatment.train.lr` is no setting the spec sweeps (row 9); choose one of " \
-        "['train.estimator', 'variant']" in res.output
+        "['train.estimator']" in res.output
 
 
 def test_a_misspelt_value_in_an_arm_s_list_is_refused(tmp_path):
