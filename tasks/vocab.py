@@ -47,7 +47,7 @@ FIRST_CONTENT: Final = 16
 """The first content id; every id from here to ``vocab_size - 1`` is task data."""
 
 SPECIAL_NAMES: Final = {
-    PAD: "PAD",
+    PAD: "PAD/END_SUMMARY",
     BOS: "BOS",
     ACT: "ACT",
     OBS: "OBS",
@@ -58,7 +58,7 @@ SPECIAL_NAMES: Final = {
     VSUM: "VSUM",
     NEXT: "NEXT",
     FACT: "FACT",
-    LINK: "LINK",
+    LINK: "LINK/CUE",
     TASK: "TASK",
     13: "V1",
     14: "V2",
@@ -77,5 +77,6 @@ def v_sum(version: str = "v1") -> tuple[int, ...]:
 
 
 def describe(tokens: list[int] | tuple[int, ...]) -> str:
-    """Human-readable rendering: special tokens by name, content tokens as ``c<k>``."""
+    """Human-readable rendering: special tokens by name (an id two markers share by both, ``LINK/CUE``: no
+    task uses both, so the task says which), content tokens as ``c<k>``."""
     return " ".join(SPECIAL_NAMES.get(int(t), f"c{int(t) - FIRST_CONTENT}") for t in tokens)

@@ -158,3 +158,14 @@ def test_every_preset_builds(name: str) -> None:
     env = gymnasium.make_vec(p.env_id, num_envs=2, config=p.task)
     obs, _ = env.reset(seed=0)
     assert obs.shape[0] == 2
+
+
+def test_describe_names_every_marker_an_id_stands_for() -> None:
+    """Two markers share an id where no task uses both (CUE and LINK, END_SUMMARY and PAD): a rendering
+    names both, never one of them as if it were the only meaning."""
+    ids = {name: getattr(vocab, name) for name in dir(vocab) if name.isupper()}
+    markers = {name: token for name, token in ids.items() if isinstance(token, int) and token < vocab.FIRST_CONTENT}
+    assert {"CUE", "LINK", "END_SUMMARY", "PAD", "TASK"} <= set(markers)
+    for name, token in markers.items():
+        assert name in vocab.describe([token]).split("/"), (name, vocab.describe([token]))
+    assert vocab.describe([vocab.CUE, vocab.FIRST_CONTENT + 3, vocab.END_SUMMARY]) == "LINK/CUE c3 PAD/END_SUMMARY"
