@@ -75,7 +75,7 @@ def _check_keys(row: FindingRow, known: tuple[str, ...]) -> None:
         for key in selector:
             if not known or key in known:
                 continue
-            paths = [path for path in known if labels.leaf(path) == key]
+            paths = labels.leaf_paths(key, known)
             shown = f"`findings.{arm}.{key}`"
             raise FindingsError(f"{row.spec_path.name}: " + (
                 f"{shown} is not a key path; write `{paths[0]}` ({labels.LEAF_KEYS})" if len(paths) == 1

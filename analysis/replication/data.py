@@ -136,8 +136,8 @@ def by_key_path(data: SpecData, keys: Iterable[str]) -> SpecData:
     """``data`` with variant labels read by key path against the spec's label ``keys``: an export written
     before labels used key paths carries leaf keys (``normaliser=token``); a key-path label is left as it is."""
     known: dict[str, str | None] = dict.fromkeys(keys)
-    relabel = pl.col("variant").map_elements(lambda v: labels.canonical_label(v, known), return_dtype=pl.String)
-    return replace(data, runs=data.runs.with_columns(relabel))
+    read = {v: labels.canonical_label(v, known) for v in data.runs.get_column("variant").unique().to_list()}
+    return replace(data, runs=data.runs.with_columns(pl.col("variant").replace(read)))
 
 
 def write_export(experiment: str, data: SpecData, folder: Path = EXPORT_DIR) -> list[Path]:

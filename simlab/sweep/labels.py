@@ -12,7 +12,7 @@ old store and a new one group the same runs under the same label.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simlab import names
@@ -47,6 +47,13 @@ def leaf(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
+def leaf_paths(key: str, paths: Iterable[str]) -> list[str]:
+    """The key paths among ``paths`` that ``key``, as an older label wrote it, can stand for: none where
+    ``key`` is one of them or the variant key."""
+    paths = list(paths)
+    return [] if key in paths or key == VARIANT_KEY else [path for path in paths if leaf(path) == key]
+
+
 def canonical_label(text: str, known: Mapping[str, str | None]) -> str:
     """``text`` with each leaf key replaced by the key path it stands for among ``known`` (key path -> its
     value as a label prints it, or ``None`` when any value will do), re-sorted. Where two key paths share
@@ -55,7 +62,7 @@ def canonical_label(text: str, known: Mapping[str, str | None]) -> str:
     unchanged."""
     found: dict[str, str] = {}
     for key, value in parse_label(text).items():
-        paths = [] if key in known or key == VARIANT_KEY else [p for p in known if leaf(p) == key]
+        paths = leaf_paths(key, known)
         if len(paths) > 1:
             paths = [p for p in paths if known[p] is None or known[p] == value]
         found[paths[0] if len(paths) == 1 else key] = value
