@@ -20,7 +20,8 @@ from simlab import names
 BASE_VARIANT = "base"
 """The variant of a sweep without a search space (seeds only)."""
 VARIANT_KEY = "variant"
-"""The label's key for a spec's ``[[variants]]`` bundle (an Optuna parameter, not a config key path)."""
+"""The Optuna parameter of a spec's ``[[variants]]`` bundle, and its key in a label (a reserved name, never a
+config key path)."""
 
 
 def label(params: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from simlab.errors import SpecError
 from simlab.names import ATTR_CELL, ATTR_FAILURE
 from simlab.rules import COUNT_MAX
+from simlab.sweep.labels import VARIANT_KEY
 from simlab.sweep.space import Axis, Cell
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ class TpePlan:
         probe values (:func:`_combinations`) under each variant."""
         keys = [axis.key for axis in spec.axes]
         combos = _combinations([_probe_values(axis) for axis in spec.axes])
-        variants = [{"variant": v.name} for v in spec.variants] or [{}]
+        variants = [{VARIANT_KEY: v.name} for v in spec.variants] or [{}]
         return [{**dict(zip(keys, combo, strict=True)), **variant} for variant in variants for combo in combos]
 
     def sampler(self, seed: int | None = None) -> optuna.samplers.BaseSampler:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from simlab.rules import COUNT_MAX, TABLE, Real, Says
 from simlab.schema import flatten
+from simlab.sweep.labels import VARIANT_KEY
 from simlab.sweep.space import Axis, Cell, Scalar
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def key_paths(table: Any, *, ranges: bool = False) -> Any:
 
 
 Settings = Annotated[dict[str, Setting], BeforeValidator(key_paths)]
+"""Key path -> value: the run config's key paths, as ``--set`` takes them (``task.preset``, ``train.lr``)."""
 SpecLayer = tuple[str, dict[str, Any]]
 """One layer of a trial's settings: how a refusal names it, and its values by key path."""
 
@@ -51,7 +53,8 @@ SpecLayer = tuple[str, dict[str, Any]]
 def merged(layers: Sequence[SpecLayer]) -> dict[str, Any]:
     """The values of ``layers`` by key path, a later layer winning."""
     return {key: value for _, values in layers for key, value in values.items()}
-"""Key path -> value: the run config's key paths, as ``--set`` takes them (``task.preset``, ``train.lr``)."""
+
+
 SHORT = {"task.preset": "preset", "train.recipe": "recipe"}
 """The names the base and the variants gave the task and recipe presets before a spec spelt every key as
 the run config does; :meth:`SweepSpec.fingerprint` hashes those settings under them, so a study made then
@@ -133,10 +136,10 @@ class SweepSpec:
         """The trial's settings as layers, lowest first, each ``(label, {key path: value})``: the spec's
         ``[base]``, the variant's ``set``, the axes' point. A refusal names the layer that set the value."""
         out: list[SpecLayer] = [("the sweep spec's [base]", dict(self.base))]
-        if "variant" in params:
-            name = params["variant"]
+        if VARIANT_KEY in params:
+            name = params[VARIANT_KEY]
             out.append((f"the sweep spec's variant {name!r}", dict(self.variant_settings[name])))
-        point = {k: v for k, v in params.items() if k != "variant"}
+        point = {k: v for k, v in params.items() if k != VARIANT_KEY}
         return [*out, ("the sweep spec's point", point)] if point else out
 
     def settings(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +157,7 @@ class SweepSpec:
         names = [a.key for a in self.axes]
         values = [a.grid or () for a in self.axes]
         if self.variants:
-            names.append("variant")
+            names.append(VARIANT_KEY)
             values.append(tuple(v.name for v in self.variants))
         return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 

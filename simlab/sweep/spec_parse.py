@@ -40,7 +40,7 @@ from simlab.sweep.spec import (
 
 _KEY_PATH = {short: path for path, short in SHORT.items()}
 """An old spelling -> the key path a spec writes now (``preset`` -> ``task.preset``)."""
-RESERVED = ("seed", "variant")
+RESERVED = ("seed", labels.VARIANT_KEY)
 """Optuna parameter names the runner uses itself."""
 Grid = Annotated[
     list[Setting], Field(min_length=1),

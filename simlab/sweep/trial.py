@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 from simlab import names, tracking
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import TrialBackend, limit_threads, load_backend
+from simlab.sweep.labels import VARIANT_KEY
 from simlab.sweep.queue import TrialQueue, trial_queue
 from simlab.sweep.space import Cell
 from simlab.sweep.spec import SweepSpec
@@ -249,5 +250,5 @@ def _suggest(trial: optuna.Trial, spec: SweepSpec) -> dict[str, Any]:
     """The trial's parameters; for queued trials Optuna returns the enqueued (fixed) values."""
     out = {axis.key: axis.suggest(trial) for axis in spec.axes}
     if spec.variants:
-        out["variant"] = trial.suggest_categorical("variant", [v.name for v in spec.variants])
+        out[VARIANT_KEY] = trial.suggest_categorical(VARIANT_KEY, [v.name for v in spec.variants])
     return out
