@@ -118,6 +118,10 @@ class RowsError(ConfigError):
     """A trainer's rows cannot be read as rollouts (a row key, the response mask, the rewards, a batch file)."""
 
 
+class BaseGateError(ConfigError):
+    """The base model missed the base-quality gate (``base.min_gain``): the run stops before RL, exit 2."""
+
+
 class TrainingDiverged(RuntimeError):
     """A loss, gradient or the policy's logits became NaN or infinite; nothing was written after it."""
 
@@ -125,6 +129,7 @@ class TrainingDiverged(RuntimeError):
 __all__ = [
     "AuditDataError",
     "BackendError",
+    "BaseGateError",
     "ConfigError",
     "FindingsError",
     "OutputDirError",

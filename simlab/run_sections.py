@@ -210,7 +210,9 @@ class TrainConfig(Section):
         return opts
 
 
-BASE_LATER_SETTINGS: dict[str, Any] = {"teach": "task", "compact_hazard": 0.0}
+BASE_LATER_SETTINGS: dict[str, Any] = {"teach": "task", "compact_hazard": 0.0, "check_every": None,
+                                       "check_episodes": 128, "max_steps": None, "min_gain": None,
+                                       "patience": None}
 """``base`` settings added after base models were built, with their defaults: a base model that leaves one at
 its default keeps the key it had before the setting existed (``RunConfig.base_key``)."""
 
@@ -251,6 +253,36 @@ class BaseConfig(Section):
     """Seed of behaviour cloning (initial weights, demonstration stream). An integer gives every run seed
     and every arm of a sweep one shared base model; ``"run"`` builds one base model per run seed, so
     seed-to-seed spread also covers the base model. Either way, arms that share a seed share a base."""
+    check_every: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    """Check the base every this many cloning steps on its check set (``check_episodes`` instances of its
+    own, apart from every run's held-out set): its success, and its floor's (the same model with its
+    summaries emptied, ``harness.summariser = "none"``). None: no checks (cloning as before the setting)."""
+    check_episodes: Annotated[int, Field(ge=2, le=BATCH_MAX)] = 128
+    """Instances of the check set; one rollout each for the base and one for its floor."""
+    max_steps: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    """Cloning may go on past ``steps`` up to this many steps, in ``check_every`` chunks, until the gate
+    (``min_gain``) is cleared or the checks plateau (``patience``). None: exactly ``steps``."""
+    min_gain: Annotated[Real, Field(ge=0, le=100)] | None = None
+    """The base-quality gate: points of success the base must hold over its floor on the check set when
+    cloning ends; a base that misses it stops the run before RL (exit 2). None: no gate."""
+    patience: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    """Past ``steps``, stop cloning after this many checks in a row without a new best check success (a
+    plateau). None: go on to ``max_steps`` (or until the gate is cleared)."""
+
+    def check(self) -> None:
+        """The gate and the plateau read checks; going past ``steps`` needs a reason to stop."""
+        for name in ("min_gain", "patience"):
+            if getattr(self, name) is not None and self.check_every is None:
+                raise self.invalid(name, "it reads the cloning checks; set base.check_every too, or choose None",
+                                   involves=("base.check_every",))
+        if self.max_steps is not None:
+            if self.max_steps < self.steps:
+                raise self.invalid("max_steps", f"it caps cloning past base.steps={self.steps}; choose an integer "
+                                   f">= {self.steps} or None", involves=("base.steps",))
+            if self.min_gain is None and self.patience is None:
+                raise self.invalid("max_steps", "cloning goes past base.steps only until the gate (base.min_gain) "
+                                   "or a plateau (base.patience) stops it; set one of them, or choose None",
+                                   involves=("base.min_gain", "base.patience"))
 
 
 RUN_EVAL_SEEDS = 1_000_000
@@ -274,6 +306,10 @@ class EvalConfig(Section):
     a seed still share their instances."""
     single_window: bool = True
     """Also evaluate with compaction disabled (trigger ``none``); the seed warns the two diverge."""
+    base_quality: bool = True
+    """Before RL, play the base model's held-out set three ways (its own summaries, its teacher's on the same
+    instances, and its floor: the base with its summaries emptied) and log them under ``base/heldout*``
+    (:mod:`simlab.train.quality`); computed once per base and held-out set, and cached beside the base."""
     curve_episodes: Annotated[int, Field(ge=1, le=BATCH_MAX)] | None = None
     """Held-out episodes of each intermediate evaluation (the first ones of the held-out set), for cheap
     learning curves when ``every`` is small; ``None``: all ``episodes``. The final evaluation always plays

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect as inspect_module
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from simlab.cli.app import app, fail, json_safe
-from simlab.errors import ConfigError, TrainingDiverged
+from simlab.errors import BaseGateError, ConfigError, TrainingDiverged
 
 HARNESS_OPTIONS: dict[str, tuple[str, ...]] = {
     "trigger": (), "window": (), "frac": (), "t_comp": (), "chunk_steps": (), "summary_tokens": ("-m",),
@@ -232,6 +233,10 @@ def train(
     typer.echo(f"run folder: {folder}")
     try:
         final = run_training(cfg, sink, store=store, progress=True, out_dir=folder)
+    except BaseGateError as exc:  # refused before RL: the run folder was new or empty, and goes
+        sink.close("FAILED", str(exc))
+        shutil.rmtree(folder, ignore_errors=True)
+        raise fail(exc) from None
     except TrainingDiverged as exc:
         sink.close("FAILED", str(exc))
         typer.echo(f"error: training diverged: {exc}", err=True)

@@ -128,7 +128,7 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
     ``base.seed = "run"``) seed, built side by side on up to ``workers`` processes."""
     from tqdm import tqdm
 
-    from simlab.train.base import base_checkpoint, base_path
+    from simlab.train.base import base_checkpoint, base_path, clone_budget
 
     todo = {cfg.base_key(): cfg for cfg in cfgs if not (cfg.base.cache and base_path(cfg, store).exists())}
     if not todo:
@@ -136,7 +136,7 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
     jobs = min(workers, len(todo))
     if jobs == 1:
         for cfg in todo.values():
-            with tqdm(total=cfg.base.steps, desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
+            with tqdm(total=clone_budget(cfg), desc=f"base checkpoint {cfg.preset}", unit="step", delay=2) as bar:
                 base_checkpoint(cfg, store, progress=bar.update)
         return
     from joblib import Parallel, delayed

@@ -31,6 +31,9 @@ UNOWNED_GRACE_S = 120.0
 """A RUNNING trial with no owner record older than this was killed between claim and record."""
 KILLED = "killed"
 """The failure kind of a trial whose process died: its cell runs again."""
+BASE_GATE = "base_gate"
+"""The failure kind of a trial whose seed's base model missed ``base.min_gain``: its run is deleted, and the
+cell is not run again (the same base misses the same gate)."""
 
 
 # --- owners (a journal study's liveness) ---

@@ -28,7 +28,7 @@ from simlab.sweep import lifecycle
 from simlab.sweep.queue import TrialQueue
 from simlab.sweep.spec import SweepSpec
 
-FINAL_FAILURES = ("diverged",)
+FINAL_FAILURES = ("diverged", lifecycle.BASE_GATE)
 """Failure kinds that are results (rerunning the same seed gives the same failure): not retried."""
 FINAL_IN_RUN = (*FINAL_FAILURES, "error")
 """Within one run an error is final too (a deterministic one would be retried forever); the next

@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab import names, tracking
+from simlab.errors import BaseGateError
 from simlab.sweep import lifecycle, rdb
 from simlab.sweep.backend import TrialBackend, limit_threads, load_backend
 from simlab.sweep.labels import VARIANT_KEY
@@ -175,6 +176,16 @@ class _ClaimedTrial:
         self.sink.close(status, reason)
         return self.outcome(state.name, reason=reason)
 
+    def stopped(self, reason: str) -> TrialOutcome:
+        """The seed's base missed the base-quality gate: tell Optuna FAIL (kind ``base_gate``, not retried)
+        and delete the run, so nothing of the seed stays in the store but the trial's reason."""
+        if not lifecycle.fail(self.study, self.trial, lifecycle.BASE_GATE, reason):
+            return self.gone()
+        self.sink.figures = False
+        self.sink.close("FAILED", reason)
+        self.sink.client.delete_run(self.sink.run_id)
+        return self.outcome(TrialState.FAIL.name, reason=reason)
+
     def finish(self, result: dict[str, float], objective: str) -> TrialOutcome:
         """Tell Optuna the objective from ``result`` and end the run FINISHED (or fail it without one)."""
         value = result.get(objective)
@@ -241,6 +252,8 @@ def run_trial(
         result = backend.train(cfg, run.sink, Path(ctx.store))
     except optuna.TrialPruned as exc:
         return run.fail("pruned", str(exc), TrialState.PRUNED, "KILLED")
+    except BaseGateError as exc:
+        return run.stopped(str(exc))
     except Exception as exc:
         return run.fail(_failure_kind(exc), f"{type(exc).__name__}: {exc}")
     return run.finish(result, spec.objective.metric)

@@ -27,6 +27,7 @@ from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.model import Policy
 from simlab.sinks import MetricSink
 from simlab.train.base import base_checkpoint, checkpoint_meta, device_of
+from simlab.train.quality import gate, heldout_quality
 from simlab.train.rl import Trainer
 from simlab.train.rollouts import evaluate
 
@@ -36,8 +37,9 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str | None = None, 
     """Base checkpoint (cached, under ``store``; default: the local store ``<home>/mlruns``, as the CLI's),
     then ``train.steps`` RL steps with periodic evaluation.
 
-    Returns the final evaluation metrics. Raises :class:`~simlab.errors.TrainingDiverged` on a non-finite loss; the
-    last good checkpoint is left in place.
+    Returns the final evaluation metrics. Raises :class:`~simlab.errors.BaseGateError` before anything is logged
+    where the base misses ``base.min_gain``, and :class:`~simlab.errors.TrainingDiverged` on a non-finite loss;
+    the last good checkpoint is left in place.
     """
     from tqdm import tqdm
 
@@ -45,12 +47,17 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str | None = None, 
 
     torch.manual_seed(cfg.seed)
     device = device_of(cfg)
-    sink.log_params(flatten(cfg))
     t = cfg.train
     base_path = base_checkpoint(cfg, Path(store) if store is not None else stores.local_store())
     torch.manual_seed(cfg.seed)  # whether the base was built now or cached, RL starts from the same state
-    policy, _ = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device,
-                                expected_meta={"v_sum": cfg.harness.v_sum})
+    policy, meta = load_checkpoint(base_path, expected_vocab_size=cfg.policy.vocab_size, device=device,
+                                   expected_meta={"v_sum": cfg.harness.v_sum})
+    check = meta.get("check")
+    gate(cfg, check)  # a base below the gate stops the run before it writes anything
+    sink.log_params(flatten(cfg))
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # RL's draws stay as they were
+        before_rl = {**(heldout_quality(cfg, policy, base_path) if cfg.eval.base_quality else {}),
+                     **(check["metrics"] if check is not None else {})}  # logged with step 0's metrics
     if (cfg.train.critic == "head") != (policy.value is not None):
         policy = _with_value_head(policy, cfg)
     trainer = Trainer(cfg, policy, base_path)
@@ -63,7 +70,7 @@ def train(cfg: RunConfig, sink: MetricSink, *, store: Path | str | None = None, 
                              step=step)
             bar.update(1)
         for step in range(t.steps + 1):
-            metrics: dict[str, float] = {}
+            metrics: dict[str, float] = before_rl if step == 0 else {}
             if step % cfg.eval.every == 0 or step == t.steps:
                 final, episodes = evaluate(cfg, policy, base_path, final=step == t.steps, step=step)
                 metrics.update(final)

@@ -43,12 +43,20 @@ def checkpoint_meta(cfg: RunConfig, harness: HarnessConfig | None = None) -> dic
             "task": cfg.task.model_dump(mode="json")}
 
 
-def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None, progress: Any = None) -> None:
-    """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT)."""
+def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = None,
+                    progress: Any = None) -> dict[str, Any] | None:
+    """Supervised learning on a reference agent's generated tokens (actions, summaries, answers, COMPACT).
+
+    ``base.steps`` steps, then, where the gate (``base.min_gain``) or a plateau (``base.patience``) may stop
+    it, on in ``base.check_every`` chunks up to ``base.max_steps`` (:class:`CloneChecks`). Returns the
+    last check (the checkpoint keeps it, the gate reads it), or None without checks.
+    """
     harness = base_harness(cfg)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
     rng = np.random.default_rng(cfg.base_seed + 12345)
-    for step in range(cfg.base.steps):
+    checks = CloneChecks(cfg)
+    step = 0
+    while not checks.done(step):
         seed = int(rng.integers(0, cfg.train_seed_limit - cfg.base.episodes))
         rb, env, _ = collect(cfg, None, harness=harness, prompts=cfg.base.episodes, group_size=1, seed=seed,
                              teacher=cfg.base.teacher)
@@ -56,11 +64,54 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         tb = TokenBatch.from_rollouts(rb, policy.device)
         policy.train()
         loss = imitation_step(policy, opt, tb, table, cfg.base.minibatch_tokens, step)
+        metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
+        step += 1
+        if checks.due(step):
+            metrics.update(checks.run(policy, step))
         if sink is not None:
-            metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
-            sink.log_metrics(metrics, step=step)
+            sink.log_metrics(metrics, step=step - 1)
         if progress is not None:
             progress(1)
+    return checks.last
+
+
+class CloneChecks:
+    """Behaviour cloning's checks of the base against its floor (``base.check_every``) and when they stop it.
+
+    Cloning runs ``base.steps`` steps; past them (up to ``base.max_steps``) it stops at the first check that
+    clears the gate (``base.min_gain``, without ``base.patience``) or that ends a plateau (``base.patience``
+    checks in a row without a new best success). The last step is always checked where checks are on.
+    """
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.budget = clone_budget(cfg)
+        self.last: dict[str, Any] | None = None
+        self.best, self.stale, self.stop = -1.0, 0, False
+
+    def due(self, step: int) -> bool:
+        """Whether a check follows cloning step ``step`` (1-based): every ``check_every`` and the last."""
+        every = self.cfg.base.check_every
+        return every is not None and (step % every == 0 or step >= self.budget)
+
+    def done(self, step: int) -> bool:
+        """Whether cloning stops before step ``step + 1``."""
+        return step >= self.budget or (step >= self.cfg.base.steps and self.stop)
+
+    def run(self, policy: Policy, step: int) -> dict[str, float]:
+        """Check the base after ``step`` cloning steps; decide whether cloning may stop; the metrics to log."""
+        from simlab.train.quality import check_metrics, check_seed, measure
+
+        b = self.cfg.base
+        quality, _ = measure(self.cfg, policy, seed=check_seed(self.cfg), episodes=b.check_episodes)
+        metrics = check_metrics(quality)
+        self.last = {"steps": step, "episodes": b.check_episodes, "text": quality.describe(), "metrics": metrics}
+        success = metrics[names.BASE_CHECK_SUCCESS]
+        self.best, self.stale = (success, 0) if success > self.best else (self.best, self.stale + 1)
+        cleared = b.min_gain is not None and 100 * quality.gain >= b.min_gain
+        plateau = b.patience is not None and self.stale >= b.patience
+        self.stop = plateau or (cleared and b.patience is None)
+        return metrics
 
 
 def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, table: Tensor, max_tokens: int,
@@ -111,6 +162,14 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
             return path
         torch.manual_seed(cfg.base_seed)
         policy = Policy(cfg.policy.replace(value_head=False)).to(device_of(cfg))
-        behaviour_clone(cfg, policy, sink, progress)
-        save_checkpoint(path, policy, meta=checkpoint_meta(cfg))
+        check = behaviour_clone(cfg, policy, sink, progress)
+        meta = checkpoint_meta(cfg)
+        if check is not None:
+            meta["check"] = check
+        save_checkpoint(path, policy, meta=meta)
     return path
+
+
+def clone_budget(cfg: RunConfig) -> int:
+    """The most behaviour-cloning steps ``cfg``'s base may take (a progress bar's total)."""
+    return cfg.base.steps if cfg.base.max_steps is None else cfg.base.max_steps

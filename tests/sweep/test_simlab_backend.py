@@ -100,3 +100,17 @@ def test_every_objective_a_shipped_spec_names_is_one_a_trial_returns() -> None:
     assert metrics <= set(names.result_metrics()), metrics - set(names.result_metrics())
     assert set(names.result_metrics(single_window=False)) < set(names.result_metrics())
     assert all(names.declared(m) for m in names.result_metrics())
+
+
+def test_a_seed_whose_base_misses_the_gate_is_reported_and_leaves_no_run(ready_stores: Stores, tmp_path: Path) -> None:
+    gate = "base.check_every = 1\nbase.check_episodes = 4\nbase.min_gain = 100\n"  # 100 points: out of reach
+    spec = parse_spec(tomllib.loads('name = "gated"\nseeds = [0]\n[space]\ntrain.normaliser = ["token"]\n'
+                                   + TINY.replace("[base]\n", "[base]\n" + gate)))
+    result = ready_stores.sweep(spec, root=tmp_path)
+    (outcome,) = result.outcomes
+    assert outcome.state == "FAIL" and "base model of seed 0 missed the gate" in outcome.reason, outcome
+    study = optuna.load_study(study_name="gated", storage=trial_queue(str(ready_stores.storage)).open())
+    (trial,) = study.get_trials()
+    assert trial.user_attrs["failure"] == "base_gate"
+    client = tracking.resolve_store(ready_stores.tracking_uri).client()
+    assert client.get_run(trial.user_attrs["mlflow_run_id"]).info.lifecycle_stage == "deleted"

@@ -1,0 +1,158 @@
+"""Base quality: the base against its teacher and its floor, cloning checks, and the base-quality gate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from simlab import names
+from simlab.config import resolve
+from simlab.errors import BaseGateError, ConfigError
+from simlab.policy.checkpoint import load_checkpoint
+from simlab.policy.model import Policy
+from simlab.sinks import JsonlSink, read_metrics
+from simlab.train import train
+from simlab.train.base import base_checkpoint, base_path
+from simlab.train.quality import CHECK_SEEDS, Quality, check_seed, measure
+
+from .conftest import tiny
+from .test_train import cli
+
+
+def test_quality_gain_and_its_se_by_hand():
+    q = Quality(base=np.array([1.0, 1.0, 0.0, 1.0]), floor=np.array([0.0, 1.0, 0.0, 0.0]))
+    # differences 1, 0, 0, 1: mean 0.5, SD (ddof 1) sqrt(1/3), SE sqrt(1/3) / 2
+    assert q.gain == 0.5
+    assert math.isclose(q.gain_se, math.sqrt(1 / 3) / 2)
+    assert not q.clear  # 0.5 < 2 x 0.289
+    assert q.describe() == "success 75.0%, floor 25.0% (+50.0 ± 28.9 points)"
+    sure = Quality(base=np.ones(8), floor=np.zeros(8))
+    assert sure.gain == 1.0 and sure.gain_se == 0.0 and sure.clear
+    tied = Quality(base=np.ones(8), floor=np.ones(8))
+    assert not tied.clear
+
+
+def test_floor_plays_the_same_instances_without_summaries(tmp_path):
+    cfg = resolve(tiny())
+    policy = Policy(cfg.policy.replace(value_head=False))
+    quality, batches = measure(cfg, policy, seed=cfg.eval_seed, episodes=8, teacher=True)
+    assert set(batches) == {"base", "floor", "teacher"}
+    assert all(r.summaries == 0 for r in batches["floor"].rollouts)
+    assert sum(r.summaries for r in batches["base"].rollouts) > 0  # tiny's window forces compactions
+    assert quality.teacher is not None and quality.teacher.size == 8
+
+
+def run(tmp_path, nested, name="run"):
+    sink = JsonlSink(tmp_path / name)
+    train(resolve(nested), sink, store=tmp_path / "store")
+    sink.close()
+    return read_metrics(tmp_path / name)
+
+
+def test_every_run_logs_its_base_beside_teacher_and_floor_at_step_0(tmp_path):
+    rows = run(tmp_path, tiny())
+    first = rows[0]
+    assert first["step"] == 0 and names.EVAL_COMPACTED_SUCCESS in first  # one row for step 0
+    for prefix in names.BASE_HELDOUT_PREFIXES.values():
+        assert 0.0 <= first[names.metric(prefix, names.SUCCESS)] <= 1.0
+    base, floor = (first[names.metric(p, names.SUCCESS)] for p in (names.BASE_HELDOUT, names.BASE_HELDOUT_FLOOR))
+    assert math.isclose(first[names.BASE_GAIN], base - floor, abs_tol=1e-12)
+    assert first[names.metric(names.BASE_HELDOUT_FLOOR, names.SUMMARY_LENGTH)] is None  # no summary written
+    assert not any(k.startswith("base/") for r in rows[1:] for k in r)
+    # arms that share the base and the held-out set measure it once: the second run reads the cache
+    cache = list((tmp_path / "store" / "base").glob("*/quality/*.json"))
+    assert len(cache) == 1
+    assert json.loads(cache[0].read_text())[names.BASE_GAIN] == first[names.BASE_GAIN]
+    other = run(tmp_path, tiny(train={"lr": 3e-4}), "other")[0]  # an arm that differs only in RL
+    assert other[names.BASE_GAIN] == first[names.BASE_GAIN]
+    assert len(list((tmp_path / "store" / "base").glob("*/quality/*.json"))) == 1
+
+
+def test_base_quality_off_logs_nothing_and_changes_no_other_metric(tmp_path):
+    on = run(tmp_path, tiny(), "on")
+    off = run(tmp_path, tiny(eval={"base_quality": False}), "off")
+    assert not any(k.startswith("base/") for r in off for k in r)
+    strip = [{k: v for k, v in r.items() if not k.startswith(("base/", "perf/"))} for r in on]
+    assert strip == [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in off]
+
+
+def test_checks_during_cloning_are_kept_with_the_checkpoint(tmp_path):
+    cfg = resolve(tiny(base={"steps": 3, "check_every": 2, "check_episodes": 8}))
+    sink = JsonlSink(tmp_path / "base")
+    path = base_checkpoint(cfg, tmp_path / "store", sink=sink)
+    sink.close()
+    rows = read_metrics(tmp_path / "base")
+    checked = [r["step"] for r in rows if names.BASE_CHECK_SUCCESS in r]
+    assert checked == [1, 2]  # after step 2 (every 2) and after the last step, 3 (rows are 0-based)
+    _, meta = load_checkpoint(path)
+    assert meta["check"]["steps"] == 3 and meta["check"]["episodes"] == 8
+    assert meta["check"]["metrics"][names.BASE_CHECK_SUCCESS] == rows[-1][names.BASE_CHECK_SUCCESS]
+    assert check_seed(cfg) == CHECK_SEEDS + cfg.base_seed * 100_000
+
+
+def test_new_base_settings_at_their_defaults_keep_the_base_key():
+    plain = resolve(tiny())
+    spelled = resolve(tiny(base={"check_episodes": 128, "max_steps": None, "min_gain": None}))
+    assert plain.base_key() == spelled.base_key()
+    assert resolve(tiny(base={"check_every": 1})).base_key() != plain.base_key()
+
+
+def test_cloning_goes_on_past_steps_until_the_cap_when_the_gate_is_missed(tmp_path):
+    nested = tiny(base={"steps": 1, "check_every": 1, "check_episodes": 4, "max_steps": 3, "min_gain": 100})
+    cfg = resolve(nested)
+    path = base_checkpoint(cfg, tmp_path / "store")
+    _, meta = load_checkpoint(path)
+    assert meta["check"]["steps"] == 3  # a gain of 100 points is out of reach: cloned to the cap
+    with pytest.raises(BaseGateError, match=r"base model of seed 0 missed the gate `base.min_gain=100` after 3"):
+        train(cfg, JsonlSink(tmp_path / "run"), store=tmp_path / "store")
+    plateau = resolve(tiny(base={"steps": 1, "check_every": 1, "check_episodes": 4, "max_steps": 50,
+                                 "patience": 1, "seed": 1}))
+    _, meta = load_checkpoint(base_checkpoint(plateau, tmp_path / "store"))
+    assert meta["check"]["steps"] < 50  # stopped at the first check without a new best
+
+
+def test_a_gate_of_zero_points_is_cleared_at_the_first_check_past_steps(tmp_path):
+    cfg = resolve(tiny(base={"steps": 1, "check_every": 1, "check_episodes": 4, "max_steps": 9, "min_gain": 0,
+                             "seed": 2}))
+    _, meta = load_checkpoint(base_checkpoint(cfg, tmp_path / "store"))
+    gain = meta["check"]["metrics"][names.BASE_CHECK_GAIN]
+    assert meta["check"]["steps"] == 1 if gain >= 0 else meta["check"]["steps"] > 1
+
+
+def test_cli_gate_refusal_exits_2_in_one_line_and_writes_no_run(tmp_path):
+    args = ["--set", "base.check_every=1", "--set", "base.check_episodes=4", "--set", "base.min_gain=100"]
+    for key, values in tiny().items():
+        if key != "base":
+            args += [a for k, v in values.items() for a in ("--set", f"{key}.{k}={json.dumps(v)}")]
+    out = cli("train", "--set", "base.steps=1", "--set", "base.episodes=8", *args, "--out", str(tmp_path / "r"),
+              "--store", str(tmp_path / "store"))
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: base model of seed 0 missed the gate"), lines
+    assert "floor" in lines[0] and "points" in lines[0]
+    assert not (tmp_path / "r").exists()
+    assert base_path(resolve(tiny(base={"steps": 1, "check_every": 1, "check_episodes": 4, "min_gain": 100})),
+                     tmp_path / "store").exists()  # the base stays cached: a rerun refuses at once
+
+
+@pytest.mark.parametrize(("base", "match"), [
+    ({"min_gain": 5}, "`base.min_gain=5` is invalid; it reads the cloning checks"),
+    ({"patience": 2}, "`base.patience=2` is invalid; it reads the cloning checks"),
+    ({"check_every": 1, "max_steps": 1}, "`base.max_steps=1` is invalid; it caps cloning past base.steps=2"),
+    ({"check_every": 1, "max_steps": 9}, "`base.max_steps=9` is invalid; cloning goes past base.steps only"),
+    ({"min_gain": 101, "check_every": 1}, "`base.min_gain=101` is invalid"),
+    ({"check_episodes": 1}, "`base.check_episodes=1` is invalid"),
+])
+def test_bad_base_check_settings_are_refused(base, match):
+    with pytest.raises(ConfigError, match=match.replace("(", r"\(")):
+        resolve(tiny(base=base))
+
+
+def test_cli_refuses_a_bad_gate_before_writing(tmp_path):
+    out = cli("train", "--set", "base.min_gain=5", "--out", str(tmp_path / "r"), "--store", str(tmp_path / "s"))
+    assert out.returncode == 2 and "base.min_gain" in out.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
