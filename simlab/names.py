@@ -100,6 +100,32 @@ LOSS = (LOSS_POLICY, LOSS_CLIP_FRACTION, LOSS_APPROX_KL, LOSS_ENTROPY, LOSS_GRAD
 BASE_LOSS = "base/loss"
 """Behaviour cloning's loss."""
 
+# ----------------------------------------------------------------- base quality (simlab.train.quality)
+BASE_HELDOUT = "base/heldout"
+"""The base model on the run's held-out set before any RL (its own summaries; logged at step 0)."""
+BASE_HELDOUT_TEACHER = "base/heldout_teacher"
+"""The base's teacher on the same held-out instances, under the run's task and harness."""
+BASE_HELDOUT_FLOOR = "base/heldout_floor"
+"""The base with its summaries emptied (``harness.summariser = "none"``) on the same instances."""
+BASE_HELDOUT_PREFIXES = {"base": BASE_HELDOUT, "teacher": BASE_HELDOUT_TEACHER, "floor": BASE_HELDOUT_FLOOR}
+"""Each player of the base-quality measurement, by name, and the prefix of its rollout metrics."""
+BASE_GAIN = "base/heldout_gain"
+"""The base's held-out success over its floor's (a rate difference, paired by instance)."""
+BASE_GAIN_SE = "base/heldout_gain_se"
+"""SE of :data:`BASE_GAIN` over held-out instances."""
+BASE_ABOVE_FLOOR = "base/heldout_above_floor"
+"""1 when the base is clearly above its floor (gain > ``simlab.train.quality.CLEAR_SIGMAS`` SEs), else 0."""
+BASE_TEACHER_LEAD = "base/heldout_teacher_lead"
+"""The teacher's held-out success over the base's (a rate difference, paired by instance)."""
+BASE_QUALITY = (BASE_GAIN, BASE_GAIN_SE, BASE_ABOVE_FLOOR, BASE_TEACHER_LEAD)
+BASE_CHECK_SUCCESS = "base/check/success"
+"""Behaviour cloning's check (``base.check_every``): the base's success on its check set."""
+BASE_CHECK_FLOOR_SUCCESS = "base/check/floor_success"
+"""The check's floor: the same model with its summaries emptied, on the same instances."""
+BASE_CHECK_GAIN = "base/check/gain"
+BASE_CHECK_GAIN_SE = "base/check/gain_se"
+BASE_CHECK = (BASE_CHECK_SUCCESS, BASE_CHECK_FLOOR_SUCCESS, BASE_CHECK_GAIN, BASE_CHECK_GAIN_SE)
+
 PERF_ROLLOUT_S = "perf/rollout_s"
 PERF_UPDATE_S = "perf/update_s"
 PERF_ENV_STEPS_PER_S = "perf/env_steps_per_s"
@@ -196,7 +222,8 @@ SEED_TAG = "simlab.seed"
 BASELINE_TAG = "simlab.baseline"
 """On a parent run: the variant ``simlab report`` compares against by default."""
 FAILURE_TAG = "simlab.failure"
-"""On a failed trial's run: ``diverged``, ``error``, ``pruned`` or ``killed``."""
+"""On a failed trial's run: ``diverged``, ``error``, ``pruned`` or ``killed`` (a ``base_gate`` trial's run is
+deleted)."""
 SAMPLER_TAG = "simlab.sampler"
 OBJECTIVE_TAG = "simlab.objective"
 STORAGE_TAG = "simlab.storage"
@@ -271,6 +298,7 @@ what the seeds vary."""
 # ----------------------------------------------------------------------------------------- checking
 STEP_METRICS = (
     *(metric(p, n) for p in ROLLOUT_PREFIXES for n in ROLLOUT + COST), *LOSS, *PERF, *ADV_ERRORS, BASE_LOSS,
+    *(metric(p, n) for p in BASE_HELDOUT_PREFIXES.values() for n in ROLLOUT), *BASE_QUALITY, *BASE_CHECK,
     *(health(k) for k in HEALTH_KEYS), health(STALL),
 )
 """Every metric a step can log by its fixed name; the per-count ``health/segments/count_<k>`` family aside."""

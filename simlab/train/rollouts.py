@@ -44,15 +44,18 @@ def collect(
     teacher: str | None = None,
     base_path: Path | None = None,
     fracs: np.ndarray | None = None,
+    task: Any = None,
 ) -> tuple[RolloutBatch, Any, PolicyAgent | None]:
     """Run ``prompts x group_size`` rollouts with the policy (or a reference ``teacher``, on the task
-    ``base.teach`` names: its rollouts are demonstrations).
+    ``base.teach`` names: its rollouts are demonstrations; or on ``task`` when given).
 
     Returns the batch, the env (for its phase masks) and the policy agent (its counters say what the
     trunk processed: tokens and attended keys), or None for a teacher.
     """
     n = prompts * group_size
-    env = make_env(cfg, n, cfg.base_task() if teacher is not None else None)  # a teacher plays base.teach
+    if task is None and teacher is not None:
+        task = cfg.base_task()  # a teacher's demonstrations are played on the task base.teach names
+    env = make_env(cfg, n, task)
     frozen = summariser_for(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:
         hazard = cfg.base.compact_hazard  # an early-compacting teacher is built here; a plain one by name
