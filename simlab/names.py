@@ -35,6 +35,7 @@ ROLLOUT_PREFIXES = (TRAIN, EVAL_COMPACTED, EVAL_SINGLE_WINDOW, BASE_TEACHER)
 # ------------------------------------------------------------------------------- rollout outcomes
 SUCCESS = "success"
 RETURN = "return"
+"""Mean reward over rollouts (each counts once; :data:`RETURN_PER_ROW` weighs them by their rows)."""
 OVERLONG_RATE = "overlong_rate"
 SEGMENTS_MEAN = "segments_mean"
 COMPACTION_RATE = "compaction_rate"
@@ -56,9 +57,41 @@ SUMMARY_LENGTH_QUANTILE = "summary_length_q{q}"
 """Quantile ``q`` (percent, of :data:`QUANTILES`) of the summaries' lengths."""
 SUMMARY_LENGTH_QUANTILES = tuple(SUMMARY_LENGTH_QUANTILE.format(q=int(q * 100)) for q in QUANTILES)
 """``summary_length_q10``, ``_q50``, ``_q90``, in the order of :data:`QUANTILES`."""
+
+# ------------------------------------------- training-health charts: tied groups, rows, compaction by index
+RETURN_PER_ROW = "return_per_row"
+"""Mean reward over segment rows, where a rollout with K segments counts K times (:data:`RETURN` counts each
+rollout once): the reward a per-row loss sees, which leans toward the rollouts that compacted (miles #2710)."""
+GROUP_ALL_FAIL = "group_all_fail_rate"
+"""Share of a training step's prompt groups whose rollouts all scored 0 (groups of one rollout left out)."""
+GROUP_ALL_SUCCESS = "group_all_success_rate"
+"""Share of a training step's prompt groups whose rollouts all scored 1, the tasks' full reward."""
+GROUP_NO_GRADIENT = "group_no_gradient_rate"
+"""Share of a training step's prompt groups whose rewards are all equal: their group-relative advantages are 0,
+so they carry no GRPO gradient (miles #1034, TRL #3502); with simlab's 0/1 rewards, all-fail plus all-success."""
+GROUPS = (GROUP_ALL_FAIL, GROUP_ALL_SUCCESS, GROUP_NO_GRADIENT)
+"""What :func:`simlab.train.rollouts.group_metrics` logs, under :data:`TRAIN` only: an evaluation plays one
+rollout per prompt, and a group of one is always tied, so there a share would say nothing."""
+SUMMARY_INDEX_CAP = 5
+"""Summary length by compaction index pools a rollout's summaries from this one on in its last bucket
+(``5plus``): at the default ``harness.max_compactions = 4`` no rollout writes more."""
+SUMMARY_INDEX_LABELS = (*(str(i) for i in range(1, SUMMARY_INDEX_CAP)), f"{SUMMARY_INDEX_CAP}plus")
+"""The buckets of summary length by compaction index: ``1`` to ``4``, then ``5plus``."""
+SUMMARY_LENGTH_AT = "summary_length_at{index}"
+"""Mean tokens of the summaries written at compaction ``index`` of their rollout (1: the first)."""
+SUMMARY_LENGTH_BY_INDEX = tuple(SUMMARY_LENGTH_AT.format(index=label) for label in SUMMARY_INDEX_LABELS)
+"""``summary_length_at1`` to ``summary_length_at4``, then ``summary_length_at5plus``."""
+CONTEXT_BEFORE_COMPACTION = "context_before_compaction"
+"""Mean working context (tokens) when a compaction began, before its summary: what the trigger read."""
+CONTEXT_AFTER_COMPACTION = "context_after_compaction"
+"""Mean context (tokens) the next segment opened with: prompt, summary block and kept tail. The gap between
+the two is what a compaction removed."""
+COMPACTION_BY_INDEX = (*SUMMARY_LENGTH_BY_INDEX, CONTEXT_BEFORE_COMPACTION, CONTEXT_AFTER_COMPACTION)
+"""Summary length by compaction index and the context around a compaction (NaN where none happened)."""
+
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
            SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES,
-           SUMMARY_CUT)
+           SUMMARY_CUT, RETURN_PER_ROW, *COMPACTION_BY_INDEX)
 """What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
 """Under each evaluation prefix: how many held-out episodes that evaluation played (intermediate
@@ -299,7 +332,7 @@ what the seeds vary."""
 STEP_METRICS = (
     *(metric(p, n) for p in ROLLOUT_PREFIXES for n in ROLLOUT + COST), *LOSS, *PERF, *ADV_ERRORS, BASE_LOSS,
     *(metric(p, n) for p in BASE_HELDOUT_PREFIXES.values() for n in ROLLOUT), *BASE_QUALITY, *BASE_CHECK,
-    *(health(k) for k in HEALTH_KEYS), health(STALL),
+    *(health(k) for k in HEALTH_KEYS), health(STALL), *(metric(TRAIN, n) for n in GROUPS),
 )
 """Every metric a step can log by its fixed name; the per-count ``health/segments/count_<k>`` family aside."""
 _STEP_METRIC = re.compile(

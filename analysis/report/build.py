@@ -22,9 +22,17 @@ import numpy as np
 import polars as pl
 
 from simlab.analysis.report.figures import FIGURES, write_figures
-from simlab.analysis.report.health import credit_table, evaluation_table
+from simlab.analysis.report.health import credit_table, evaluation_table, stage_table
 from simlab.analysis.report.published import against_published
-from simlab.analysis.report.runs import EVALUATIONS, TOKENS_KEY, SweepRuns, load_runs, shared_held_out
+from simlab.analysis.report.runs import (
+    EVALUATIONS,
+    GROUP_HEALTH,
+    INDEX_HEALTH,
+    TOKENS_KEY,
+    SweepRuns,
+    load_runs,
+    shared_held_out,
+)
 from simlab.analysis.statistics import compare, outcomes, power, stats
 from simlab.analysis.statistics.compare import Arm, Judgement
 from simlab.analysis.tables import check_output_dir, write_tables
@@ -324,7 +332,8 @@ def build_report(
     published = against_published(table) if against else None
     ranking = ranking_table(sweep, table, speed)
     markdown = to_markdown(sweep, table, speed=speed, published=published, ranking=ranking,
-                           health=(evaluation_table(sweep), credit_table(sweep)))
+                           health=(evaluation_table(sweep), stage_table(sweep, GROUP_HEALTH),
+                                   stage_table(sweep, INDEX_HEALTH), credit_table(sweep)))
     if out is None:
         out = default_out_dir(experiment, tracking_uri)
         out.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,25 @@ EVAL_HEALTH = {
 }
 """What each evaluation saw besides success: name -> (label, metric suffix under eval/<evaluation>/, scale).
 The mechanisms that success alone hides (a policy that now overflows the single window) show here."""
+STAGES = {"training": names.TRAIN, **names.EVALUATIONS}
+"""Where the rollout-health tables read a quantity: the training steps (their mean) and each evaluation (its
+final value), by the name the report prints, to the metric prefix."""
+GROUP_HEALTH = {
+    "all_fail": ("all-fail groups (%)", names.GROUP_ALL_FAIL, 100.0),
+    "all_success": ("all-success groups (%)", names.GROUP_ALL_SUCCESS, 100.0),
+    "no_gradient": ("no-gradient groups (%)", names.GROUP_NO_GRADIENT, 100.0),
+    "reward_rollout": ("reward per rollout", names.RETURN, 1.0),
+    "reward_row": ("reward per row", names.RETURN_PER_ROW, 1.0),
+}
+"""Prompt groups that carry no GRPO gradient, and the reward per rollout beside per row: name -> (label, metric
+suffix under each of :data:`STAGES`, scale)."""
+INDEX_HEALTH = {
+    "context_before": ("context before", names.CONTEXT_BEFORE_COMPACTION, 1.0),
+    "context_after": ("context after", names.CONTEXT_AFTER_COMPACTION, 1.0),
+    **{f"summary_{label}": (f"summary {label.replace('plus', '+')}", key, 1.0)
+       for label, key in zip(names.SUMMARY_INDEX_LABELS, names.SUMMARY_LENGTH_BY_INDEX, strict=True)},
+}
+"""The context around a compaction and summary length by compaction index, in tokens: as :data:`GROUP_HEALTH`."""
 CREDIT_KEYS = {
     "weight_share": names.health(names.LONGER_LOSS_SHARE),
     "token_share": names.health(names.LONGER_TOKEN_SHARE),
@@ -153,7 +172,7 @@ TOKENS_KEY = names.metric(names.EVAL_COMPACTED, names.TOKENS_PER_EPISODE)
 
 def wanted_history(key: str) -> bool:
     """The metric histories the report's tables and figures read."""
-    keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *eval_health_keys(),
+    keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *eval_health_keys(), *stage_keys(),
             *(names.metric(p, names.EPISODES) for p in names.EVALUATIONS.values()), TOKENS_KEY}
     return key in keys or key.startswith(SEGMENT_KEY)
 
@@ -162,6 +181,12 @@ def eval_health_keys() -> list[str]:
     """``eval/<evaluation>/<suffix>`` of every :data:`EVAL_HEALTH` quantity in both evaluations."""
     suffixes = [suffix for _, suffix, _ in EVAL_HEALTH.values()]
     return [names.metric(prefix, suffix) for prefix in names.EVALUATIONS.values() for suffix in suffixes]
+
+
+def stage_keys() -> list[str]:
+    """``<stage prefix>/<suffix>`` of every :data:`GROUP_HEALTH` and :data:`INDEX_HEALTH` quantity."""
+    suffixes = [suffix for table in (GROUP_HEALTH, INDEX_HEALTH) for _, suffix, _ in table.values()]
+    return [names.metric(prefix, suffix) for prefix in STAGES.values() for suffix in suffixes]
 
 
 def unknown_experiment(experiment: str, where: str) -> ReportError:

@@ -8,12 +8,15 @@ take their SEs from different sources, the ``SE from`` column says which and the
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import polars as pl
 
+from simlab import names
 from simlab.analysis.audit.table import like_for_like_text
-from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, SweepRuns
+from simlab.analysis.report.health import Columns
+from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, GROUP_HEALTH, INDEX_HEALTH, SweepRuns
 from simlab.analysis.tables import markdown_table
 from simlab.analysis.tables import number_text as _num
 from simlab.sweep import labels
@@ -112,10 +115,11 @@ def ranking_markdown(ranking: pl.DataFrame) -> str:
 
 
 def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | None,
-                published: pl.DataFrame | None, health: tuple[pl.DataFrame | None, pl.DataFrame | None],
+                published: pl.DataFrame | None, health: tuple[pl.DataFrame | None, ...],
                 ranking: pl.DataFrame | None = None) -> str:
     """The report: the ranking by learning gain, the variants per evaluation, learning speed, what the
-    evaluations saw, credit health, the published ablations."""
+    evaluations saw, the prompt groups and rewards, compaction by index, credit health, the published ablations
+    (``health``: the evaluation, group, index and credit tables, in that order)."""
     parts = [_preamble(sweep, table)]
     if ranking is not None:
         parts.append(ranking_markdown(ranking))
@@ -132,9 +136,10 @@ def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | 
             rows = speed.filter(pl.col("statistic") == statistic)
             if rows.height:
                 parts.append(variant_section(rows, title, unit))
-    evaluations, credit = health
-    for frame, render in ((evaluations, evaluation_markdown), (credit, credit_markdown),
-                          (published, published_markdown)):
+    evaluations, groups, index, credit = health
+    groups_markdown, index_markdown = (partial(stage_markdown, title=title) for title in STAGE_SECTIONS)
+    for frame, render in ((evaluations, evaluation_markdown), (groups, groups_markdown), (index, index_markdown),
+                          (credit, credit_markdown), (published, published_markdown)):
         if frame is not None:
             parts.append(render(frame))
     return "\n".join(parts)
@@ -160,17 +165,45 @@ def _preamble(sweep: SweepRuns, table: pl.DataFrame) -> str:
     )
 
 
-def evaluation_markdown(table: pl.DataFrame) -> str:
-    """The evaluation table as a Markdown section with its explanation."""
-    headers = ["Variant", "Evaluation", *(label for label, _, _ in EVAL_HEALTH.values())]
+def _health_table(table: pl.DataFrame, columns: Columns, where: str) -> str:
+    """A health table as Markdown: variant, where (its column ``where``), then each of ``columns`` as mean ± SE
+    (a fraction in percent, where its scale says so)."""
+    headers = ["Variant", where.capitalize(), *(label for label, _, _ in columns.values())]
     rows = [
-        [r["variant"], r["evaluation"].replace("_", "-"),
-         *(_scaled(r[f], r[f"{f}_se"], scale, ".1f" if scale > 1 else ".2f")
-           for f, (_, _, scale) in EVAL_HEALTH.items())]
+        [r["variant"], r[where].replace("_", "-"),
+         *(_scaled(r[f], r[f"{f}_se"], scale, ".1f" if scale > 1 else ".2f") for f, (_, _, scale) in columns.items())]
         for r in table.iter_rows(named=True)
     ]
+    return markdown_table(headers, rows)
+
+
+STAGE_SECTIONS: dict[str, tuple[Columns, str]] = {
+    "Prompt groups and rewards": (GROUP_HEALTH, (
+        "All-fail, all-success: prompt groups whose G rollouts all scored 0, all 1 (training only: an evaluation "
+        "plays one rollout per prompt). No-gradient: groups whose rewards are all equal, whose group-relative "
+        "advantages are 0 (with 0/1 rewards, the sum of the two). Reward per rollout counts each rollout once; per "
+        "row counts a rollout with K segments K times, as a per-row loss does: above per rollout when the "
+        "compacting rollouts score better.")),
+    "Compaction by index, in tokens": (INDEX_HEALTH, (
+        "Context before, after: the working context when a compaction began and the context the next segment "
+        "opened with (prompt, summary, kept tail), means over compactions: the gap is what a compaction removed. "
+        "Summary 1, 2, ...: the mean length of a rollout's first, second, ... summary; "
+        f"{names.SUMMARY_INDEX_CAP}+ pools the later ones.")),
+}
+"""The rollout-health sections (:func:`simlab.analysis.report.health.stage_table`): title -> (columns, legend)."""
+
+
+def stage_markdown(table: pl.DataFrame, title: str) -> str:
+    """A rollout-health table (one of :data:`STAGE_SECTIONS`) as a Markdown section with its legend."""
+    columns, legend = STAGE_SECTIONS[title]
+    return (f"### {title} (training: mean over steps; evaluations: final; ± SE over seeds)\n\n"
+            + _health_table(table, columns, "stage") + f"\n{legend}\n")
+
+
+def evaluation_markdown(table: pl.DataFrame) -> str:
+    """The evaluation table as a Markdown section with its explanation."""
     return ("### What the evaluations saw (final evaluation; mean ± SE over seeds)\n\n"
-            + markdown_table(headers, rows)
+            + _health_table(table, EVAL_HEALTH, "evaluation")
             + "\nOverlong: the episode ended unanswered (out of window, steps or compactions). Segments: "
               "segments per episode K. Holding the answer: summaries that contain the answer token. A policy "
               "that learned behaviour which only fits with compaction shows a single-window overlong rate near "

@@ -18,16 +18,20 @@ def compact(loop: LoopState, ids: list[int], *, discard: bool, requested: bool =
     ``requested``: the agent asked with ``ACT COMPACT``; those two tokens end the segment (they
     were generated in it) but are not a step, so they never reach the tail.
     """
+    before = {i: len(loop.rolls[i].ctx) for i in ids}  # what the trigger read, before the discard rule cuts
     held, summarise = _before_summary(loop, ids, discard)
     summaries = _summarise(loop, summarise)
     for i in ids:
         summary = summaries.get(i)
-        if not loop.rolls[i].active:
+        ro = loop.rolls[i]
+        if not ro.active:
             continue
         if summary is not None and summary.cut and loop.cfg.cut_summary != "keep":
             _end_on_cut_summary(loop, i, summary)
         else:
             _next_segment(loop, i, held.get(i), summary, requested)
+            ro.context_before.append(before[i])
+            ro.context_after.append(len(ro.ctx))
 
 
 def _end_on_cut_summary(loop: LoopState, i: int, summary: WrittenSummary) -> None:

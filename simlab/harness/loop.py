@@ -308,6 +308,8 @@ def _assemble(
                 summaries_with_uncued=ro.summaries_with_uncued,
                 summaries_cut=ro.summaries_cut,
                 summary_lengths=tuple(ro.summary_lengths),
+                context_before=tuple(ro.context_before),
+                context_after=tuple(ro.context_after),
                 tokens=ro.appended,
                 segment_rows=(start, len(segments)),
                 segment_optimised=tuple(counts[-1]),

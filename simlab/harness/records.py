@@ -81,6 +81,10 @@ class RolloutRecord:
     summary_lengths: tuple[int, ...] = ()
     """Tokens each summary left in the next segment, in order (a variable-length summary's end token
     excluded)."""
+    context_before: tuple[int, ...] = ()
+    """Working context when each compaction that opened a next segment began (what the trigger read), in order."""
+    context_after: tuple[int, ...] = ()
+    """Context each of those next segments opened with (prompt, summary block, kept tail), in order."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ class RolloutState:
         "appended",
         "blocked",
         "compactions",
+        "context_after",
+        "context_before",
         "ctx",
         "ctx_lengths",
         "cued_summaries",
@@ -83,6 +85,8 @@ class RolloutState:
         self.summaries_with_uncued = 0
         self.summaries_cut = 0
         self.summary_lengths: list[int] = []
+        self.context_before: list[int] = []
+        self.context_after: list[int] = []
         self.start_segment(prompt)
 
     def start_segment(self, tokens: list[int], step_starts: list[int] | None = None) -> None:

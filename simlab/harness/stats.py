@@ -131,6 +131,50 @@ def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
     return out
 
 
+def compaction_by_index(rollouts: list[RolloutRecord]) -> dict[str, float]:
+    """Summary length by compaction index and the context around a compaction, under :mod:`simlab.names`'
+    keys (:data:`~simlab.names.COMPACTION_BY_INDEX`): the mean length of each rollout's first, second, ...
+    summary (the last bucket pools those from :data:`~simlab.names.SUMMARY_INDEX_CAP` on), and the mean context
+    before and after a compaction. A summary that shrinks as a rollout goes on, or a tail that keeps more, shows
+    here and not in the pooled mean; NaN where no rollout got that far."""
+    cap = names.SUMMARY_INDEX_CAP
+    indexed = [(min(i, cap), n) for r in rollouts for i, n in enumerate(r.summary_lengths, start=1)]
+    out = {key: _mean([n for i, n in indexed if i == index])
+           for index, key in enumerate(names.SUMMARY_LENGTH_BY_INDEX, start=1)}
+    out[names.CONTEXT_BEFORE_COMPACTION] = _mean([n for r in rollouts for n in r.context_before])
+    out[names.CONTEXT_AFTER_COMPACTION] = _mean([n for r in rollouts for n in r.context_after])
+    return out
+
+
+def _mean(values: list[int]) -> float:
+    """The mean of ``values``; NaN for none."""
+    return float(np.mean(values)) if values else math.nan
+
+
+def tied_groups(rewards: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+    """Shares of the prompt groups whose rewards are all 0, all 1, and all equal (:data:`~simlab.names.GROUPS`).
+
+    A group whose rewards are all equal has group-relative advantages of 0: it spends rollouts and carries no
+    GRPO gradient. Groups of one rollout (an evaluation, PPO with G = 1) are tied by construction and left out;
+    NaN when no group has two.
+
+    Args:
+        rewards: (R,) each rollout's reward.
+        groups: (R,) its prompt group's code, 0..num_groups-1.
+    """
+    size = np.bincount(groups)
+    low, high = np.full(size.size, np.inf), np.full(size.size, -np.inf)
+    np.minimum.at(low, groups, rewards)
+    np.maximum.at(high, groups, rewards)
+    kept = size > 1
+    if not kept.any():
+        return dict.fromkeys(names.GROUPS, math.nan)
+    tied = kept & (low == high)
+    return {names.GROUP_ALL_FAIL: float((tied & (low == 0.0)).sum() / kept.sum()),
+            names.GROUP_ALL_SUCCESS: float((tied & (low == 1.0)).sum() / kept.sum()),
+            names.GROUP_NO_GRADIENT: float(tied.sum() / kept.sum())}
+
+
 def _summary_lines(content: dict[str, float]) -> list[str]:
     """What the summaries were: length, and with a cue the shares holding the cued fact and another."""
     if math.isnan(content[names.SUMMARY_LENGTH]):

@@ -47,7 +47,17 @@ BASELINE_COLOR = "#8C8C8C"
 UI_RUN_COLUMNS = ("attributes.`Run Name`", "runDateAndNestInfo", "duration")
 """The runs table's own first columns (Run Name, Created, Duration), by the table's column ids."""
 
-CHART_SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+Chart = tuple[str, str | tuple[str, ...]]
+"""(kind, metric key), or ("LINES", its metric keys): see :data:`CHART_SECTIONS`."""
+
+
+def _under(prefix: str, charts: tuple[Chart, ...]) -> tuple[Chart, ...]:
+    """The charts of rollout metrics (names without their prefix) under ``prefix``."""
+    return tuple((kind, tuple(names.metric(prefix, k) for k in key) if isinstance(key, tuple)
+                  else names.metric(prefix, key)) for kind, key in charts)
+
+
+CHART_SECTIONS: tuple[tuple[str, str, tuple[Chart, ...]], ...] = (
     ("simlab-success", "Held-out success per variant (final, then over training)", (
         ("BAR", names.EVAL_COMPACTED_SUCCESS), ("BAR", names.EVAL_SINGLE_WINDOW_SUCCESS),
         ("LINE", names.EVAL_COMPACTED_SUCCESS), ("LINE", names.EVAL_SINGLE_WINDOW_SUCCESS),
@@ -66,15 +76,23 @@ CHART_SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ))),
     ("simlab-summaries", "Summaries: length, content, and the stall pair (compaction rate, compacted success)", (
         ("BAR", names.metric(names.EVAL_COMPACTED, names.SUMMARY_HOLDS_CUED)),
-        *(("LINE", names.metric(prefix, key)) for prefix in (names.EVAL_COMPACTED, names.TRAIN) for key in (
-            names.SUMMARY_LENGTH, *names.SUMMARY_LENGTH_QUANTILES,
-            names.SUMMARY_HOLDS_ANSWER, names.SUMMARY_HOLDS_CUED, names.SUMMARY_HOLDS_UNCUED, names.SUMMARY_CUT)),
+        *(chart for prefix in (names.EVAL_COMPACTED, names.TRAIN) for chart in _under(prefix, (
+            ("LINES", (names.SUMMARY_LENGTH, *names.SUMMARY_LENGTH_QUANTILES)), ("LINE", names.SUMMARY_HOLDS_ANSWER),
+            ("LINES", (names.SUMMARY_HOLDS_CUED, names.SUMMARY_HOLDS_UNCUED)), ("LINE", names.SUMMARY_CUT)))),
         ("LINE", names.TRAIN_COMPACTION_RATE), ("LINE", names.TRAIN_SUMMARISED_SUCCESS),
         ("LINE", names.health(names.STALL)),
     )),
+    ("simlab-training", "Training health: tied groups, rewards, compaction by index", (
+        *_under(names.TRAIN, (("LINES", names.GROUPS),)),
+        *(chart for prefix in (names.TRAIN, names.EVAL_COMPACTED) for chart in _under(prefix, (
+            ("LINES", (names.RETURN, names.RETURN_PER_ROW)), ("LINES", names.SUMMARY_LENGTH_BY_INDEX),
+            ("LINES", (names.CONTEXT_BEFORE_COMPACTION, names.CONTEXT_AFTER_COMPACTION))))),
+    )),
 )
 """(section id, title, its charts as (kind, metric key)): BAR draws each variant's final value, LINE its
-course over training steps, COUNTS one LINE per ``<prefix><k>`` key present (a segment count k)."""
+course over training steps, COUNTS one LINE per ``<prefix><k>`` key present (a segment count k), LINES one
+chart of several keys' courses (those logged; MLflow titles it ``a vs b``), so that quantities read side by
+side share an axis and a saved view stays within MLflow's tag limit."""
 
 
 @dataclass(frozen=True)
@@ -168,12 +186,12 @@ def charts_view(contents: SweepContents) -> dict[str, Any]:
     cards: list[dict[str, Any]] = []
     sections = []
     for section, title, charts in CHART_SECTIONS:
-        present = [(kind, key) for kind, key in _expand(charts, contents) if key in contents.metrics]
-        picked = [_card(kind, section, key, len(cards) + i) for i, (kind, key) in enumerate(present)]
+        present = _present(charts, contents)
+        picked = [_card(kind, section, keys, len(cards) + i) for i, (kind, keys) in enumerate(present)]
         if picked:
             cards += picked
             sections.append({"uuid": section, "name": title, "display": True, "isReordered": True, "columns": 2})
-    shown = {c["metricKey"] for c in cards}
+    shown = {key for c in cards for key in c.get("selectedMetricKeys", [c["metricKey"]])}
     rest = sorted({k.rsplit("/", 1)[0] if "/" in k else "Model metrics" for k in contents.metrics - shown})
     sections += [{"uuid": f"simlab-other-{i}", "name": name, "display": False, "isReordered": False}
                  for i, name in enumerate(rest)]
@@ -184,23 +202,26 @@ def charts_view(contents: SweepContents) -> dict[str, Any]:
     }
 
 
-def _expand(charts: Sequence[tuple[str, str]], contents: SweepContents) -> list[tuple[str, str]]:
-    """COUNTS entries become one LINE per ``<prefix><k>`` key the runs logged, in order of k."""
-    out = []
+def _present(charts: Sequence[Chart], contents: SweepContents) -> list[tuple[str, tuple[str, ...]]]:
+    """The charts as (MLflow's kind, their keys) with the keys the runs logged, a chart without one left out:
+    COUNTS becomes one LINE per ``<prefix><k>`` key, in order of k; LINES one LINE of several keys."""
+    out: list[tuple[str, tuple[str, ...]]] = []
     for kind, key in charts:
-        if kind != "COUNTS":
-            out.append((kind, key))
-            continue
-        ks = sorted(int(m[len(key):]) for m in contents.metrics if m.startswith(key) and m[len(key):].isdigit())
-        out += [("LINE", f"{key}{k}") for k in ks]
-    return out
+        if isinstance(key, tuple):
+            out.append(("LINE", tuple(k for k in key if k in contents.metrics)))
+        elif kind == "COUNTS":
+            ks = sorted(int(m[len(key):]) for m in contents.metrics if m.startswith(key) and m[len(key):].isdigit())
+            out += [("LINE", (f"{key}{k}",)) for k in ks]
+        else:
+            out.append((kind, (key,) if key in contents.metrics else ()))
+    return [(kind, keys) for kind, keys in out if keys]
 
 
-def _card(kind: str, section: str, key: str, number: int) -> dict[str, Any]:
-    card = {"type": kind, "uuid": f"simlab-chart-{number}", "metricSectionId": section, "metricKey": key,
+def _card(kind: str, section: str, keys: tuple[str, ...], number: int) -> dict[str, Any]:
+    card = {"type": kind, "uuid": f"simlab-chart-{number}", "metricSectionId": section, "metricKey": keys[0],
             "isGenerated": False, "deleted": False, "runsCountToCompare": 100}
     if kind == "LINE":
-        card |= {"selectedMetricKeys": [key], "xAxisKey": "step", "scaleType": "linear", "lineSmoothness": 0,
+        card |= {"selectedMetricKeys": list(keys), "xAxisKey": "step", "scaleType": "linear", "lineSmoothness": 0,
                  "useGlobalXaxisKey": False, "useGlobalLineSmoothing": False}
     return card
 
@@ -227,12 +248,25 @@ def write_views(client: MlflowClient, experiment_id: str) -> bool:
         client.set_tag(run_id, RUN_COLOR_TAG, color)
     created = int(time.time() * 1000)
     for view, state in built.items():
-        value = _envelope(VIEW_NAMES[view], created, state)
-        if len(value) > VIEW_TAG_LIMIT:  # a sweep with very many metric families: drop the folded sections
-            value = _envelope(VIEW_NAMES[view], created, {**state, "compareRunSections": [
-                s for s in state.get("compareRunSections", []) if s["display"]]})
+        value = fitted_envelope(VIEW_NAMES[view], created, state)
         client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view, value)
     return True
+
+
+def fitted_envelope(name: str, created: int, state: Mapping[str, Any]) -> str:
+    """The view's envelope within :data:`VIEW_TAG_LIMIT`: a sweep with very many metric families loses the
+    folded sections first, then (very many segment counts) its last named sections with their charts."""
+    value = _envelope(name, created, state)
+    sections = list(state.get("compareRunSections", []))
+    if len(value) > VIEW_TAG_LIMIT:
+        sections = [s for s in sections if s["display"]]
+        value = _envelope(name, created, {**state, "compareRunSections": sections})
+    while len(value) > VIEW_TAG_LIMIT and len(sections) > 1:
+        sections = sections[:-1]
+        kept = {s["uuid"] for s in sections}
+        value = _envelope(name, created, {**state, "compareRunSections": sections, "compareRunCharts": [
+            c for c in state["compareRunCharts"] if c["metricSectionId"] in kept]})
+    return value
 
 
 def _envelope(name: str, created: int, state: Mapping[str, Any]) -> str:

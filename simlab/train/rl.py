@@ -30,7 +30,7 @@ from simlab.harness.config import draw_fracs
 from simlab.harness.phases import phase_table
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy, critic_from
-from simlab.train.rollouts import collect, rollout_metrics
+from simlab.train.rollouts import collect, group_metrics, rollout_metrics
 from simlab.train.tokens import (
     MiniBatch,
     TokenBatch,
@@ -269,6 +269,7 @@ class Trainer:
             metrics[names.LOSS_EXPLAINED_VARIANCE] = explained_variance(values, grids["targets"], tb.optimised)
         t_update = time.perf_counter() - t1
         metrics.update(rollout_metrics(rb, names.TRAIN))
+        metrics.update(group_metrics(rb, names.TRAIN))
         metrics.update(self.health(batch, adv))
         if policy_update:
             metrics[names.health(names.STALL)] = self.stall(metrics)

@@ -19,7 +19,7 @@ from simlab import (
 )
 from simlab.config import RunConfig
 from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
-from simlab.harness.stats import summary_content
+from simlab.harness.stats import compaction_by_index, summary_content, tied_groups
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.summarisers import summariser_for
@@ -72,7 +72,8 @@ def collect(
 
 
 def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
-    """A rollout batch's success, return, overlong, segment and summary metrics, under ``prefix``."""
+    """A rollout batch's success, return (per rollout and per row), overlong, segment and summary metrics, and
+    summary length by compaction index, under ``prefix``."""
     rewards = np.array([r.reward for r in rb.rollouts])
     finished = np.array([r.finished for r in rb.rollouts])
     segments = rb.batch.segments_per_rollout
@@ -85,9 +86,18 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
         names.COMPACTION_RATE: float(compacted.mean()),
         names.STEPS: float(np.mean([r.steps for r in rb.rollouts])),
         names.SUMMARISED_SUCCESS: float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan,
+        names.RETURN_PER_ROW: float(rb.batch.row_reward[rb.batch.is_real].mean()),
         **summary_content(rb.rollouts),
+        **compaction_by_index(rb.rollouts),
     }
     return {names.metric(prefix, k): v for k, v in out.items()}
+
+
+def group_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
+    """The shares of a training batch's prompt groups that tie (:func:`~simlab.harness.stats.tied_groups`),
+    under ``prefix``: on the rewards the rollouts scored, before any per-segment cost shapes them."""
+    tied = tied_groups(rb.batch.rewards, rb.batch.groups)
+    return {names.metric(prefix, k): v for k, v in tied.items()}
 
 
 def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, float]:

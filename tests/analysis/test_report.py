@@ -28,6 +28,7 @@ from simlab.analysis.report import build as rp
 from simlab.analysis.report import figures
 from simlab.analysis.report import health as rh
 from simlab.analysis.report import published as rpub
+from simlab.analysis.report.runs import GROUP_HEALTH, INDEX_HEALTH
 from simlab.analysis.statistics import levels
 from simlab.sweep import labels
 from tests.stores import run_cli
@@ -101,11 +102,10 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
             "health/longer/loss_share": 0.8 if variant == C else 0.6,
             "health/longer/token_share": 0.6,
             "health/baseline_shift/mean": 0.1 * seed if variant == B else 0.0,
+            **_rollout_health(variant, seed, step),
         }
         if final_c is not None:
             metrics["eval/compacted/success"] = final_c if last else 0.25
-        metrics["eval/single_window/overlong_rate"] = 0.1 * seed if last else 0.5
-        metrics["eval/compacted/tokens_per_episode"] = 40.0 + step * (seed + 1)  # the last: 48, 56, 64
         sink.log_metrics(metrics, step)
     if (variant, seed) == FAILED:
         sink.close("FAILED", "RuntimeError: diverged")
@@ -115,6 +115,23 @@ def _log_trial(client, eid: str, parent: str, trial: int, variant: str, seed: in
         finals["final/eval/compacted/success"] = final_c
     sink.log_metrics(finals, 8)
     sink.close("FINISHED")
+
+
+def _rollout_health(variant: str, seed: int, step: int) -> dict[str, float]:
+    """What the evaluations saw; tied groups in training only; the reward per row above per rollout in B; index
+    and context buckets."""
+    last = step == 8
+    return {
+        "eval/single_window/overlong_rate": 0.1 * seed if last else 0.5,
+        "eval/compacted/tokens_per_episode": 40.0 + step * (seed + 1),  # the last: 48, 56, 64
+        "train/group_all_fail_rate": 0.05 * step / 4,  # 0, 0.05, 0.1 -> mean over steps 0.05
+        "train/group_no_gradient_rate": 0.3,
+        "train/return": 0.4,
+        "train/return_per_row": 0.4 + (0.1 * seed if variant == B else 0.0),
+        "eval/compacted/return_per_row": 0.7 if last else 0.2,
+        "eval/compacted/summary_length_at1": 4.0 + seed if last else 9.0,
+        "train/context_before_compaction": 30.0 + step,  # 30, 34, 38 -> 34
+    }
 
 
 @pytest.fixture(scope="module")
@@ -388,6 +405,32 @@ def test_direction_against_a_negative_published_delta(
 ) -> None:
     got = rpub._direction(diff, sigma, p, -4.0)
     assert (got["verdict"], got["reproduces_direction"]) == (verdict, reproduces)
+
+
+def test_rollout_health_tables_average_training_steps_and_take_each_final_evaluation(made: rp.Report) -> None:
+    groups = rh.stage_table(made.sweep, GROUP_HEALTH)
+    assert groups is not None
+    train_b = _row(groups.rename({"stage": "evaluation"}), B, "training")
+    assert train_b["all_fail"] == pytest.approx(0.05) and train_b["no_gradient"] == pytest.approx(0.3)
+    assert train_b["all_success"] is None  # never logged: n/a, not 0
+    # per row 0.4, 0.5, 0.6 over seeds 0-2 beside 0.4 per rollout
+    assert train_b["reward_row"] == pytest.approx(0.5) and train_b["reward_row_se"] == pytest.approx(0.1 / 3**0.5)
+    assert train_b["reward_rollout"] == pytest.approx(0.4) and train_b["reward_rollout_se"] == pytest.approx(0.0)
+    compacted = _row(groups.rename({"stage": "evaluation"}), A)
+    assert compacted["reward_row"] == pytest.approx(0.7) and compacted["no_gradient"] is None  # its final value
+    assert set(groups["stage"]) == {"training", "compacted"}  # the single window logged none of them
+    index = rh.stage_table(made.sweep, INDEX_HEALTH)
+    assert index is not None
+    # final first-summary lengths 4, 5, 6 over seeds; D's third seed FAILED: 4, 5
+    assert _row(index.rename({"stage": "evaluation"}), A)["summary_1"] == pytest.approx(5.0)
+    assert _row(index.rename({"stage": "evaluation"}), D)["summary_1"] == pytest.approx(4.5)
+    assert _row(index.rename({"stage": "evaluation"}), A, "training")["context_before"] == pytest.approx(34.0)
+    md = made.markdown
+    assert "### Prompt groups and rewards" in md and "### Compaction by index, in tokens" in md
+    assert md.index("### What the evaluations saw") < md.index("### Prompt groups") < md.index("### Credit health")
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in md.splitlines() if line.startswith(f"| {B} ")]
+    assert ["training", "5.0 ± 0.0", "n/a", "30.0 ± 0.0", "0.40 ± 0.00", "0.50 ± 0.06"] in [c[1:] for c in cells]
+    assert "summary 5+" in md and "4.50 ± 0.50" in md  # D's first summaries, final compacted evaluation
 
 
 def test_credit_health_table(made: rp.Report) -> None:

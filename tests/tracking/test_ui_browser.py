@@ -2,7 +2,8 @@
 trainer, `simlab ui` started as a process, and the links it prints opened with no click.
 
 - the trials link shows one row per trial, with the swept param, the seed and the objective as columns;
-- the charts link shows the trials, each variant in one colour, with an eval-success and a segment-count chart;
+- the charts link shows the trials, each variant in one colour, with an eval-success and a segment-count chart,
+  and the training-health section with the reward per rollout beside per row (one chart of two metrics);
 - the summary link shows the parent run alone, its per-variant summary as columns.
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright's Python package; no browser is
@@ -19,7 +20,7 @@ import pytest
 
 from simlab import names, tracking
 from simlab.sweep import parse_spec
-from simlab.tracking.views import TRIAL_FILTER
+from simlab.tracking.views import CHART_SECTIONS, TRIAL_FILTER
 from tests.stores import TINY, Stores, run_cli, write_spec
 from tests.tracking.ui_server import CHROMIUM, open_view, screenshot, simlab_ui
 
@@ -71,13 +72,18 @@ def test_the_printed_links_open_on_the_trials_the_charts_and_the_summary(
         assert float(objective) == pytest.approx(trials[0].data.metrics[names.EVAL_COMPACTED_SUCCESS], abs=1e-3)
         screenshot(page, tmp_path / "ui-trials.png")
 
-        # the charts: every trial listed beside them, an eval-success chart and a segment-count chart, drawn
+        # the charts: every trial listed beside them, an eval-success chart, a segment-count chart and the
+        # training-health section's reward per rollout beside per row (MLflow titles a chart of two "a vs b"), drawn
         page = open_view(browser, links["charts"], height=2400)
         for run in trials:
             page.locator(f"a[href$='/runs/{run.info.run_id}']").wait_for()
         counts = sorted(k for k in trials[0].data.metrics if k.startswith(names.health(names.SEG_COUNT)))
         assert counts, sorted(trials[0].data.metrics)
-        for title in (names.EVAL_COMPACTED_SUCCESS, counts[0]):
+        training = next(title for section, title, _ in CHART_SECTIONS if section == "simlab-training")
+        rewards = " vs ".join(names.metric(names.TRAIN, k) for k in (names.RETURN, names.RETURN_PER_ROW))
+        for title in (names.EVAL_COMPACTED_SUCCESS, counts[0], rewards):
+            if title == rewards:  # MLflow draws a section's cards once the section is in view
+                page.get_by_text(training, exact=True).first.scroll_into_view_if_needed()
             card = page.locator(CARD).filter(has=page.get_by_text(title, exact=True)).first
             card.scroll_into_view_if_needed()
             paths = card.locator(".js-plotly-plot .barlayer path, .js-plotly-plot .scatterlayer path.js-line")

@@ -26,6 +26,7 @@ from simlab.tracking.views import (
     VIEW_TRIALS,
     SweepContents,
     charts_view,
+    fitted_envelope,
     log_summary,
     metric_label,
     summary_text,
@@ -87,6 +88,33 @@ def test_the_charts_view_puts_success_segments_and_health_first_and_folds_the_re
     # a section with nothing to draw is left out
     bare = charts_view(_contents(metrics=frozenset({names.EVAL_COMPACTED_SUCCESS})))
     assert [s["uuid"] for s in bare["compareRunSections"]] == ["simlab-success"]
+
+
+def test_the_training_health_charts_draw_several_keys_each_and_only_those_logged() -> None:
+    train = [names.metric(names.TRAIN, k) for k in (*names.GROUPS, names.RETURN, names.RETURN_PER_ROW,
+                                                      *names.SUMMARY_LENGTH_BY_INDEX[:2])]
+    view = charts_view(_contents(metrics=frozenset({names.EVAL_COMPACTED_SUCCESS, *train})))
+    cards = [c for c in view["compareRunCharts"] if c["metricSectionId"] == "simlab-training"]
+    assert [c["selectedMetricKeys"] for c in cards] == [
+        ["train/group_all_fail_rate", "train/group_all_success_rate", "train/group_no_gradient_rate"],
+        ["train/return", "train/return_per_row"],  # the reward per rollout beside per row, one axis
+        ["train/summary_length_at1", "train/summary_length_at2"],  # the index buckets logged; no context chart
+    ]
+    assert all(c["metricKey"] == c["selectedMetricKeys"][0] and c["type"] == "LINE" for c in cards)
+    named = [s for s in view["compareRunSections"] if s["display"]]
+    assert [s["uuid"] for s in named] == ["simlab-success", "simlab-training"] and len(named[1]["name"]) <= 60
+    assert not [s for s in view["compareRunSections"] if s["name"] == "train"]  # nothing of it folded again
+
+
+def test_a_view_of_very_many_segment_counts_drops_its_last_sections_to_fit() -> None:
+    metrics = frozenset({*names.STEP_METRICS, *(f"{SEGMENTS}{k}" for k in range(1, 80))})
+    state = charts_view(_contents(metrics=metrics))
+    assert len(json.dumps(state)) > VIEW_TAG_LIMIT
+    fitted = json.loads(json.loads(fitted_envelope("charts", 0, state))["state"])
+    assert len(fitted_envelope("charts", 0, state)) <= VIEW_TAG_LIMIT
+    kept = [s["uuid"] for s in fitted["compareRunSections"]]
+    assert kept == [s["uuid"] for s in state["compareRunSections"][:len(kept)]] and "simlab-success" in kept
+    assert {c["metricSectionId"] for c in fitted["compareRunCharts"]} == set(kept)
 
 
 def _sweep(client: Any, experiment_id: str) -> tuple[str, list[str]]:

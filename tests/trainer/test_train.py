@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import sys
 import pytest
 import torch
 
+from simlab import names
 from simlab.config import resolve
 from simlab.errors import ConfigError, TrainingDiverged
 from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
@@ -42,6 +44,11 @@ def test_every_recipe_trains_and_evaluates(tmp_path, recipe):
         assert 0.0 <= r["health/compaction_rate"] <= 1.0
         if cfg.train.algorithm == "ppo":
             assert "loss/value" in r and "adv_error/pre_final/rel_l2" in r
+        fail, success, tied = (r[names.metric(names.TRAIN, k)] for k in names.GROUPS)
+        assert math.isnan(tied) if cfg.train.group_size == 1 else tied == pytest.approx(fail + success)  # 0/1 rewards
+    # a group share is a training step's: an evaluation plays groups of one rollout
+    assert not [k for r in rows for k in r if k.endswith(names.GROUPS) and not k.startswith(names.TRAIN + "/")
+                and not k.startswith(names.PRETRAIN)]
     _, meta = load_checkpoint(tmp_path / "run" / "policy.pt")
     assert meta["v_sum"] == cfg.harness.v_sum and meta["trigger"] == cfg.harness.trigger
 
