@@ -212,7 +212,7 @@ class TrainConfig(Section):
 
 BASE_LATER_SETTINGS: dict[str, Any] = {"teach": "task", "compact_hazard": 0.0, "check_every": None,
                                        "check_episodes": 128, "max_steps": None, "min_gain": None,
-                                       "patience": None}
+                                       "patience": None, "summary_weight": 1.0}
 """``base`` settings added after base models were built, with their defaults: a base model that leaves one at
 its default keeps the key it had before the setting existed (``RunConfig.base_key``)."""
 
@@ -268,6 +268,10 @@ class BaseConfig(Section):
     patience: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     """Past ``steps``, stop cloning after this many checks in a row without a new best check success (a
     plateau). None: go on to ``max_steps`` (or until the gate is cleared)."""
+
+    summary_weight: Positive = 1.0
+    """Weight of the teacher's summary tokens in the cloning loss (every other token weighs 1; the loss is the
+    weighted mean): above 1, cloning leans on what the summaries copy, a small share of the tokens."""
 
     def check(self) -> None:
         """The gate and the plateau read checks; going past ``steps`` needs a reason to stop."""

@@ -174,7 +174,7 @@ def wanted_history(key: str) -> bool:
     """The metric histories the report's tables and figures read."""
     keys = {*EVALUATIONS.values(), *HEALTH_KEYS, *CREDIT_KEYS.values(), *eval_health_keys(), *stage_keys(),
             *(names.metric(p, names.EPISODES) for p in names.EVALUATIONS.values()), TOKENS_KEY}
-    return key in keys or key.startswith(SEGMENT_KEY)
+    return key in keys or key.startswith((SEGMENT_KEY, names.BASE_HELDOUT))  # the base's measurement: step 0
 
 
 def eval_health_keys() -> list[str]:

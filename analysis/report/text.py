@@ -15,6 +15,7 @@ import polars as pl
 
 from simlab import names
 from simlab.analysis.audit.table import like_for_like_text
+from simlab.analysis.report.bases import sweep_bases, sweep_bases_markdown
 from simlab.analysis.report.health import Columns
 from simlab.analysis.report.runs import EVAL_HEALTH, EVALUATIONS, GROUP_HEALTH, INDEX_HEALTH, SweepRuns
 from simlab.analysis.tables import markdown_table
@@ -117,10 +118,13 @@ def ranking_markdown(ranking: pl.DataFrame) -> str:
 def to_markdown(sweep: SweepRuns, table: pl.DataFrame, *, speed: pl.DataFrame | None,
                 published: pl.DataFrame | None, health: tuple[pl.DataFrame | None, ...],
                 ranking: pl.DataFrame | None = None) -> str:
-    """The report: the ranking by learning gain, the variants per evaluation, learning speed, what the
-    evaluations saw, the prompt groups and rewards, compaction by index, credit health, the published ablations
-    (``health``: the evaluation, group, index and credit tables, in that order)."""
+    """The report: the base models before RL, the ranking by learning gain, the variants per evaluation, learning
+    speed, what the evaluations saw, the prompt groups and rewards, compaction by index, credit health, the
+    published ablations (``health``: the evaluation, group, index and credit tables, in that order)."""
     parts = [_preamble(sweep, table)]
+    bases = sweep_bases(sweep.history)
+    if bases is not None:
+        parts.append(sweep_bases_markdown(bases))
     if ranking is not None:
         parts.append(ranking_markdown(ranking))
     for name, key in EVALUATIONS.items():

@@ -265,3 +265,79 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
 
         device_of(cfg)
     return cfg, folder
+
+
+SEEDS_HELP = "Run seeds: a list and ranges, e.g. 20-27 or 0,3,5-7."
+
+
+def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+    """``20-27`` or ``0,3,5-7`` as the seeds in order, each once; a ConfigError naming ``option`` otherwise."""
+    from simlab.rules import SEED_MAX
+
+    seeds: list[int] = []
+    allowed = "give seeds as integers and ranges, e.g. 20-27 or 0,3,5-7"
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not (low.isdigit() and (high.isdigit() if dash else True)) or (dash and int(high) < int(low)):
+            raise ConfigError.invalid(option, text, allowed)
+        seeds += [s for s in range(int(low), int(high or low) + 1) if s not in seeds]
+    if max(seeds) > SEED_MAX:
+        raise ConfigError.invalid(option, text, f"seeds are at most {SEED_MAX}")
+    return seeds
+
+
+@app.command()
+def base(
+    config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
+    set_: Annotated[
+        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): base.steps=600.")
+    ] = [],  # noqa: B006
+    seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "0",
+    store: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Local store of the cached base checkpoints (default: <home>/mlruns, as for train)."),
+    ] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Also write base-quality.md/.csv/.parquet here.")] = None,  # noqa: UP045
+) -> None:
+    """Check the base before the RL: each seed's base model (built or cached) on the seed's held-out set,
+    beside its teacher on the same instances and its floor (the base with its summaries emptied)."""
+    from simlab import stores
+
+    store = store if store is not None else stores.local_store()
+    try:
+        cfgs = _check_base(config, set_, seeds, store, out)
+    except ConfigError as exc:
+        raise fail(exc) from None
+    from tqdm import tqdm
+
+    from simlab.analysis.report.bases import base_markdown, base_row, base_table
+    from simlab.analysis.tables import write_tables
+    from simlab.train.base import base_quality
+
+    rows = []
+    for cfg in tqdm(cfgs, desc="bases", unit="seed", delay=2):
+        metrics, steps = base_quality(cfg, store)
+        rows.append(base_row(cfg.seed, metrics, steps))
+    table = base_table([r for r in rows if r is not None])
+    markdown = base_markdown(table)
+    typer.echo(markdown)
+    if out is not None:
+        for path in write_tables(table, markdown, out, "base-quality"):
+            typer.echo(f"wrote {path}")
+
+
+def _check_base(config: Path | None, items: list[str], seeds: str, store: Path, out: Path | None) -> list[Any]:
+    """One resolved config per seed, every input checked before anything is built or written."""
+    from simlab.analysis.tables import check_output_dir
+    from simlab.config import load
+    from simlab.stores import check_folder_target
+
+    cfgs = [load(config, [*items, f"seed={seed}"]) for seed in parse_seeds(seeds)]
+    check_folder_target(store, "--store")
+    if out is not None:
+        check_output_dir(out)
+    if cfgs[0].device == "cuda":
+        from simlab.train.base import device_of
+
+        device_of(cfgs[0])
+    return cfgs

@@ -16,11 +16,13 @@ from simlab.config import RunConfig
 from simlab.errors import ConfigError
 from simlab.harness import HarnessConfig
 from simlab.harness.phases import phase_table
-from simlab.policy.checkpoint import save_checkpoint
+from simlab.harness.protocol import Phase
+from simlab.policy.checkpoint import load_checkpoint, save_checkpoint
 from simlab.policy.device import default_device
 from simlab.policy.model import Policy
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
+from simlab.train.quality import check_metrics, check_seed, heldout_quality, measure
 from simlab.train.rollouts import collect, rollout_metrics
 from simlab.train.tokens import TokenBatch, check_finite, length_buckets, score
 
@@ -63,7 +65,7 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
         table = torch.from_numpy(phase_table(env, harness.trigger)).to(policy.device)
         tb = TokenBatch.from_rollouts(rb, policy.device)
         policy.train()
-        loss = imitation_step(policy, opt, tb, table, cfg.base.minibatch_tokens, step)
+        loss = imitation_step(policy, opt, tb, table, cfg.base.minibatch_tokens, step, cfg.base.summary_weight)
         metrics = {names.BASE_LOSS: float(loss.detach()), **rollout_metrics(rb, names.BASE_TEACHER)}
         step += 1
         if checks.due(step):
@@ -100,8 +102,6 @@ class CloneChecks:
 
     def run(self, policy: Policy, step: int) -> dict[str, float]:
         """Check the base after ``step`` cloning steps; decide whether cloning may stop; the metrics to log."""
-        from simlab.train.quality import check_metrics, check_seed, measure
-
         b = self.cfg.base
         quality, _ = measure(self.cfg, policy, seed=check_seed(self.cfg), episodes=b.check_episodes)
         metrics = check_metrics(quality)
@@ -115,18 +115,22 @@ class CloneChecks:
 
 
 def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, table: Tensor, max_tokens: int,
-                   step: int) -> Tensor:
-    """One optimiser step on the mean negative log-likelihood of the batch's optimised tokens.
+                   step: int, summary_weight: float = 1.0) -> Tensor:
+    """One optimiser step on the weighted mean negative log-likelihood of the batch's optimised tokens.
 
-    The gradient of the whole batch, accumulated over length buckets of at most ``max_tokens`` token
-    slots (0: the batch in one padded pass); returns the loss.
+    Each summary token weighs ``summary_weight`` (``base.summary_weight``), every other token 1, and the
+    loss is divided by the weights' sum, so the scale stays that of a mean (at 1, the plain mean, bit for
+    bit). The gradient of the whole batch is accumulated over length buckets of at most ``max_tokens``
+    token slots (0: the batch in one padded pass); returns the loss.
     """
-    count = tb.optimised.sum().clamp_min(1)
+    weights = tb.optimised * torch.where(tb.phase == int(Phase.SUMMARY), summary_weight, 1.0)  # (S, T)
+    count = weights.sum().clamp_min(1)
     opt.zero_grad(set_to_none=True)
     total = torch.zeros((), device=tb.tokens.device)
     losses = []
     for mb in length_buckets(tb.lengths, max_rows=tb.tokens.shape[0], max_tokens=max_tokens):
-        loss = -score(policy, tb.take(mb), table, 1.0).logprobs.sum() / count
+        part = tb.take(mb)
+        loss = -(score(policy, part, table, 1.0).logprobs * mb.of(weights)).sum() / count
         loss.backward()
         losses.append(loss.detach())
         total = total + loss.detach()
@@ -173,3 +177,13 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
 def clone_budget(cfg: RunConfig) -> int:
     """The most behaviour-cloning steps ``cfg``'s base may take (a progress bar's total)."""
     return cfg.base.steps if cfg.base.max_steps is None else cfg.base.max_steps
+
+
+def base_quality(cfg: RunConfig, store: Path, progress: Any = None) -> tuple[dict[str, float], int]:
+    """Build (or reuse) ``cfg``'s base checkpoint under ``store`` and measure it on ``cfg``'s held-out set:
+    the metrics a run logs at step 0 (:func:`heldout_quality`) and the cloning steps the base took."""
+    path = base_checkpoint(cfg, store, progress=progress)
+    policy, meta = load_checkpoint(path, expected_vocab_size=cfg.policy.vocab_size, device=device_of(cfg),
+                                   expected_meta={"v_sum": cfg.harness.v_sum})
+    check = meta.get("check")
+    return heldout_quality(cfg, policy, path), int(check["steps"]) if check is not None else cfg.base.steps

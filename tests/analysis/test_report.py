@@ -131,7 +131,16 @@ def _rollout_health(variant: str, seed: int, step: int) -> dict[str, float]:
         "eval/compacted/return_per_row": 0.7 if last else 0.2,
         "eval/compacted/summary_length_at1": 4.0 + seed if last else 9.0,
         "train/context_before_compaction": 30.0 + step,  # 30, 34, 38 -> 34
+        **(_base_quality(seed) if step == 0 else {}),
     }
+
+
+def _base_quality(seed: int) -> dict[str, float]:
+    """A seed's base before RL, the same in every variant: base 30 / 40 / 50, floor 20, teacher 50."""
+    base, floor, teacher, se = 0.3 + 0.1 * seed, 0.2, 0.5, 0.02
+    return {"base/heldout/success": base, "base/heldout_floor/success": floor, "base/heldout_teacher/success": teacher,
+            "base/heldout_gain": base - floor, "base/heldout_gain_se": se, "base/heldout_above_floor": 1.0,
+            "base/heldout_teacher_lead": teacher - base}
 
 
 @pytest.fixture(scope="module")
@@ -519,3 +528,14 @@ def test_dose_response_interval_keeps_a_bound_of_zero() -> None:
     assert (d.tolist(), low.tolist(), high.tolist()) == ([0.5], [0.0], [0.5])
     d, low, high = figures.interval([{"difference": -1.0, "ci_low": -2.0, "ci_high": 0.0}])
     assert (d.tolist(), low.tolist(), high.tolist()) == ([-1.0], [-2.0], [0.0])
+
+
+def test_the_report_shows_each_seeds_base_before_rl(made: rp.Report) -> None:
+    section = made.markdown.split("### Base models before RL", 1)[1].split("###", 1)[0]
+    assert "Every variant of a seed starts from the same base." in section
+    rows = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [r.split("|")[1].strip() for r in rows] == ["0", "1", "2"]
+    cells = [c.strip() for c in rows[0].split("|")[1:-1]]
+    assert cells[2:6] == ["30.0", "50.0", "20.0", "10.0 ± 2.0"] and cells[-1] == "far from teacher"
+    assert rows[2].rstrip(" |").endswith("ok")  # 50 against a teacher at 50
+    assert "3 of 3 bases clearly above their floor; 2 of 3 within 10 points of their teacher." in section

@@ -156,3 +156,80 @@ def test_cli_refuses_a_bad_gate_before_writing(tmp_path):
     assert out.returncode == 2 and "base.min_gain" in out.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
+
+
+def test_seeds_option_reads_lists_and_ranges():
+    from simlab.cli.play import parse_seeds
+
+    assert parse_seeds("20-27") == list(range(20, 28))
+    assert parse_seeds("0,3,5-7,3") == [0, 3, 5, 6, 7]
+    for bad in ("", "a", "5-3", "1-", "-2", "1.5"):
+        with pytest.raises(ConfigError, match=r"`--seeds=.*` is invalid; give seeds as integers and ranges"):
+            parse_seeds(bad)
+
+
+def test_base_table_flags_by_hand():
+    from simlab.analysis.report.bases import base_markdown, base_row, base_table
+
+    def metrics(base, floor, teacher, se):
+        out = {names.metric(names.BASE_HELDOUT, names.SUCCESS): base,
+               names.metric(names.BASE_HELDOUT_FLOOR, names.SUCCESS): floor,
+               names.metric(names.BASE_HELDOUT_TEACHER, names.SUCCESS): teacher,
+               names.BASE_GAIN: base - floor, names.BASE_GAIN_SE: se, names.BASE_TEACHER_LEAD: teacher - base,
+               names.BASE_ABOVE_FLOOR: float(base - floor > 2 * se)}
+        return out
+
+    rows = [base_row(1, metrics(0.60, 0.20, 0.65, 0.05), 300), base_row(0, metrics(0.18, 0.17, 1.0, 0.04), 300)]
+    assert base_row(2, {}) is None  # a run that did not measure its base
+    text = base_markdown(base_table(rows))
+    lines = [line for line in text.splitlines() if line.startswith("| 0") or line.startswith("| 1")]
+    assert lines[0].split("|")[1].strip() == "0" and lines[0].rstrip(" |").endswith("at floor, far from teacher")
+    assert "| 40.0 ± 5.0" in lines[1] and lines[1].rstrip(" |").endswith("ok")
+    assert "1 of 2 bases clearly above their floor; 1 of 2 within 10 points of their teacher." in text
+
+
+def test_cli_base_measures_each_seed_and_writes_its_table(tmp_path):
+    args = [a for key, values in tiny().items() for k, v in values.items()
+            for a in ("--set", f"{key}.{k}={json.dumps(v)}")]
+    (tmp_path / "out").mkdir()
+    out = cli("base", *args, "--set", 'base.seed="run"', "--set", 'eval.seed="run"', "--seeds", "3,4",
+              "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"))
+    assert out.returncode == 0, out.stderr
+    seeds = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith(("| 3", "| 4"))]
+    assert seeds == ["3", "4"]
+    assert "of 2 bases clearly above their floor" in out.stdout
+    assert (tmp_path / "out" / "base-quality.csv").read_text().splitlines()[0].startswith("seed,base_steps,base,")
+    assert len(list((tmp_path / "store" / "base").glob("*.pt"))) == 2  # base.seed = "run": one base per seed
+
+
+def test_cli_base_refuses_bad_seeds_before_building(tmp_path):
+    out = cli("base", "--seeds", "7-2", "--store", str(tmp_path / "store"))
+    assert out.returncode == 2 and "`--seeds='7-2'` is invalid" in out.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_summary_weight_weighs_the_teachers_summary_tokens_in_the_cloning_loss():
+    import torch
+
+    from simlab.harness.phases import phase_table
+    from simlab.harness.protocol import Phase
+    from simlab.train.base import base_harness, imitation_step
+    from simlab.train.rollouts import collect
+    from simlab.train.tokens import TokenBatch, score
+
+    cfg = resolve(tiny())
+    harness = base_harness(cfg)
+    rb, env, _ = collect(cfg, None, harness=harness, prompts=4, group_size=1, seed=0, teacher="scripted")
+    table = torch.from_numpy(phase_table(env, harness.trigger))
+    tb = TokenBatch.from_rollouts(rb, torch.device("cpu"))
+    policy = Policy(cfg.policy.replace(value_head=False))
+    with torch.no_grad():
+        lp = score(policy, tb, table, 1.0).logprobs.double()
+    summary = tb.optimised & (tb.phase == int(Phase.SUMMARY))
+    assert 0 < int(summary.sum()) < int(tb.optimised.sum())
+    for w in (1.0, 4.0):
+        opt = torch.optim.SGD(policy.parameters(), lr=0.0)  # lr 0: the policy stays as scored above
+        loss = float(imitation_step(policy, opt, tb, table, 0, 0, summary_weight=w))
+        plain = tb.optimised & ~summary
+        want = -(lp[plain].sum() + w * lp[summary].sum()) / (plain.sum() + w * summary.sum())
+        assert math.isclose(loss, float(want), rel_tol=1e-5)
