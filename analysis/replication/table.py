@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import polars as pl
 
+from simlab import names
 from simlab.analysis.replication.arms import arm, arm_runs, check_arms, scale
 from simlab.analysis.replication.data import (
     EXPORT_DIR,
@@ -42,6 +45,7 @@ from simlab.analysis.replication.data import (
 )
 from simlab.analysis.replication.spec import ARMS, FindingRow, design, label_keys, parse_rows
 from simlab.analysis.replication.verdicts import Family, Levels, by_construction, verdict
+from simlab.analysis.report.bases import bases_of
 from simlab.analysis.statistics import compare, power, stats
 from simlab.analysis.statistics.compare import Judgement
 from simlab.errors import FindingsError
@@ -204,6 +208,9 @@ class Findings:
     rows: list[dict[str, Any]]
     sources: dict[str, str]
     """Spec name -> where its runs came from: ``store``, the export's path, or ``none``."""
+    bases: dict[str, pl.DataFrame] = field(default_factory=dict)
+    """Spec name -> its base models per seed (:func:`~simlab.analysis.report.bases.sweep_bases`), for the sweeps
+    whose runs measured their base; runs logged before the measurement existed give none."""
 
 
 def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: Path = EXPORT_DIR,
@@ -215,7 +222,7 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
         data, where = None, "none"
         if source != "exports":
             wanted = set().union(*(r.metrics() for r in rows if r.spec == spec))
-            data, where = live_data(spec, wanted.__contains__, tracking_uri), "store"
+            data, where = live_data(spec, _reads(wanted), tracking_uri), "store"
         if data is None and source != "store":
             data, where = read_export(spec, exports), "exports"
             data = None if data is None else by_key_path(data, label_keys(path.read_text(encoding="utf-8")))
@@ -224,7 +231,14 @@ def gather(rows: list[FindingRow], *, tracking_uri: str | None = None, exports: 
     measured = [measure(r, frames[r.spec][0], levels) for r in rows]
     out = [record(r, got, frames[r.spec][1], levels, family)
            for r, got, family in zip(rows, measured, families(rows, measured), strict=True)]
-    return Findings(out, {spec: where for spec, (_, where) in frames.items()})
+    bases = {spec: table for spec, (data, _) in frames.items()
+             if data is not None and (table := bases_of(data.runs, data.history)) is not None}
+    return Findings(out, {spec: where for spec, (_, where) in frames.items()}, bases)
+
+
+def _reads(metrics: set[str]) -> Callable[[str], bool]:
+    """The histories a findings sweep reads from the store: its rows' metrics and its bases' measurement."""
+    return lambda key: key in metrics or key.startswith(names.BASE_HELDOUT)
 
 
 def dose_figures(found: Findings, folder: Path) -> list[Path]:

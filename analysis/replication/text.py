@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from simlab.analysis.replication.table import Findings
+from simlab.analysis.report.bases import bases_lines
 from simlab.analysis.tables import markdown_table
 from simlab.analysis.tables import number_text as _num
 
@@ -95,6 +96,7 @@ def to_compact(found: Findings) -> str:
                                    WIDTH, subsequent_indent="    ",
                                    break_on_hyphens=False))
     lines.append(textwrap.fill(_legend(found), WIDTH, break_on_hyphens=False))
+    lines += [textwrap.fill(line, WIDTH, subsequent_indent="    ") for line in bases_lines(found.bases)]
     return "\n".join(lines)
 
 
@@ -132,4 +134,5 @@ def to_markdown(found: Findings) -> str:
              r["seeds_vary"] + (f" ({r['conditional']})" if r["conditional"] else ""),
              f"{r['verdict']} ({r['reason']})" + (f"; note: {r['note']}" if r["note"] else "") + _links(r)]
             for r in found.rows]
-    return _legend(found) + "\n\n" + markdown_table(headers, rows)
+    bases = "".join(f"\n{line}\n" for line in bases_lines(found.bases))
+    return _legend(found) + "\n\n" + markdown_table(headers, rows) + bases

@@ -129,3 +129,27 @@ def sweep_bases_markdown(table: pl.DataFrame) -> str:
     for (variant,), part in table.group_by(["variant"], maintain_order=True):
         parts.append(f"Variant `{variant}`:\n\n{base_markdown(part.drop('variant'))}")
     return "\n".join(parts)
+
+
+def bases_of(runs: pl.DataFrame, history: pl.DataFrame | None) -> pl.DataFrame | None:
+    """:func:`sweep_bases` of a findings sweep: its histories (run_id, key, step, value) labelled with each run's
+    variant and seed from its per-run table."""
+    if history is None:
+        return None
+    return sweep_bases(history.join(runs.select("run_id", "variant", "seed"), on="run_id"))
+
+
+def flagged_seeds(table: pl.DataFrame) -> list[int]:
+    """The seeds whose base is not clearly above its floor (in any variant)."""
+    return sorted({int(s) for s in table.filter(~pl.col("above_floor")).get_column("seed").to_list()})
+
+
+def bases_lines(tables: Mapping[str, pl.DataFrame]) -> list[str]:
+    """One line per sweep that measured its bases: ``spec: 6 of 8 bases clearly above their floor ...;
+    at floor: seeds 21, 24``. (``simlab findings``; the per-seed tables are ``simlab report``'s.)"""
+    lines = []
+    for spec, table in tables.items():
+        at_floor = flagged_seeds(table)
+        flag = f"; at floor: seeds {', '.join(map(str, at_floor))}" if at_floor else ""
+        lines.append(f"bases of {spec}: {tally(table).removesuffix('.')}{flag}")
+    return lines

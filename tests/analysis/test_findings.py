@@ -576,3 +576,29 @@ def test_a_curve_statistic_on_a_design_that_logs_one_evaluation_is_refused(tmp_p
     result = _cli_on(tmp_path / "specs", CURVE_SPEC)
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
     assert "statistic='auc'" in result.output
+
+
+def test_findings_name_the_seeds_whose_base_is_at_its_floor() -> None:
+    from simlab import names as n
+    from simlab.analysis.report.bases import bases_lines, bases_of
+
+    runs = pl.DataFrame({"run_id": ["a", "b", "c", "d"], "variant": ["x", "y", "x", "y"], "seed": [20, 20, 21, 21]})
+    rows = []
+    for run_id, seed in (("a", 20), ("b", 20), ("c", 21), ("d", 21)):
+        base, floor, se = (0.6, 0.2, 0.05) if seed == 20 else (0.21, 0.2, 0.04)  # seed 21 at its floor
+        metrics = {n.metric(n.BASE_HELDOUT, n.SUCCESS): base, n.metric(n.BASE_HELDOUT_FLOOR, n.SUCCESS): floor,
+                   n.metric(n.BASE_HELDOUT_TEACHER, n.SUCCESS): 0.65, n.BASE_GAIN: base - floor, n.BASE_GAIN_SE: se,
+                   n.BASE_ABOVE_FLOOR: float(base - floor > 2 * se), n.BASE_TEACHER_LEAD: 0.65 - base}
+        rows += [{"run_id": run_id, "key": k, "step": 0, "value": v} for k, v in metrics.items()]
+        rows.append({"run_id": run_id, "key": "eval/compacted/success", "step": 5, "value": 0.5})
+    table = bases_of(runs, pl.DataFrame(rows))
+    assert table is not None and table.height == 2 and "variant" not in table.columns  # one base per seed
+    assert bases_lines({"spec": table}) == [
+        "bases of spec: 1 of 2 bases clearly above their floor; 1 of 2 within 10 points of their teacher; "
+        "at floor: seeds 21"]
+    assert bases_of(runs, pl.DataFrame([r for r in rows if not r["key"].startswith("base/")])) is None
+
+
+def test_committed_exports_predate_the_base_measurement() -> None:
+    found = fd.gather(fd.load_rows(), source="exports")
+    assert found.bases == {}  # no committed sweep measured its bases: the findings text is as before
