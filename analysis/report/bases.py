@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -20,6 +21,8 @@ from simlab.analysis.tables import markdown_table, number_text
 
 TEACHER_NEAR = 10.0
 """A base within this many points of its teacher's held-out success counts as near its teacher."""
+FLOOR_TARGET = 20.0
+"""Issue 50's bar for a base whose summaries pay: at least this many points above its floor."""
 SCHEMA = {
     "seed": pl.Int64, "base_steps": pl.Int64, "base": pl.Float64, "teacher": pl.Float64, "floor": pl.Float64,
     "gain": pl.Float64, "gain_se": pl.Float64, "above_floor": pl.Boolean, "teacher_lead": pl.Float64,
@@ -153,3 +156,34 @@ def bases_lines(tables: Mapping[str, pl.DataFrame]) -> list[str]:
         flag = f"; at floor: seeds {', '.join(map(str, at_floor))}" if at_floor else ""
         lines.append(f"bases of {spec}: {tally(table).removesuffix('.')}{flag}")
     return lines
+
+
+def campaign_rows(folder: Path) -> list[dict[str, Any]]:
+    """One summary row per base-quality export under ``folder`` (``<config>.csv``, as ``simlab base --out``
+    writes its table), in name order: seeds, mean success of base, teacher and floor, the median gain, and the
+    seeds that meet each of the three bars (clearly above the floor, within :data:`TEACHER_NEAR` of the teacher,
+    at least :data:`FLOOR_TARGET` points above the floor)."""
+    rows = []
+    for path in sorted(folder.glob("*.csv")):
+        t = pl.read_csv(path, schema=SCHEMA)
+        lead, gain = t.get_column("teacher_lead"), t.get_column("gain")
+        stats = t.select(pl.col("base_steps").max().alias("steps"), pl.col("base", "teacher", "floor").mean(),
+                         pl.col("gain").median().alias("gain_median")).row(0, named=True)
+        rows.append({
+            "config": path.stem, "seeds": t.height, **stats,
+            "above_floor": int(t.get_column("above_floor").sum()),
+            "near_teacher": int((100 * lead <= TEACHER_NEAR).sum()),
+            "floor_target": int((100 * gain >= FLOOR_TARGET).sum()),
+        })
+    return rows
+
+
+def campaign_markdown(folder: Path) -> str:
+    """The docs' table of a base-quality campaign (:func:`campaign_rows`), in points."""
+    headers = ["config", "seeds", "cloning steps", "base", "teacher", "floor", "median gain",
+               "clearly above floor", f"within {TEACHER_NEAR:g} of teacher", f">= {FLOOR_TARGET:g} over floor"]
+    rows = [[f"`{r['config']}`", str(r["seeds"]), str(r["steps"]), _pts(r["base"]), _pts(r["teacher"]),
+             _pts(r["floor"]), _pts(r["gain_median"]),
+             *(f"{r[k]} of {r['seeds']}" for k in ("above_floor", "near_teacher", "floor_target"))]
+            for r in campaign_rows(folder)]
+    return markdown_table(headers, rows)

@@ -233,3 +233,20 @@ def test_summary_weight_weighs_the_teachers_summary_tokens_in_the_cloning_loss()
         plain = tb.optimised & ~summary
         want = -(lp[plain].sum() + w * lp[summary].sum()) / (plain.sum() + w * summary.sum())
         assert math.isclose(loss, float(want), rel_tol=1e-5)
+
+
+def test_campaign_table_counts_the_seeds_that_meet_each_bar(tmp_path):
+    from simlab.analysis.report.bases import base_table, campaign_markdown, campaign_rows
+
+    def row(seed, base, floor, teacher, se):
+        return {"seed": seed, "base_steps": 300, "base": base, "teacher": teacher, "floor": floor,
+                "gain": base - floor, "gain_se": se, "above_floor": base - floor > 2 * se,
+                "teacher_lead": teacher - base, "base_holds_answer": None, "teacher_holds_answer": None,
+                "base_holds_cued": None, "teacher_holds_cued": None}
+
+    base_table([row(1, 0.5, 0.2, 0.55, 0.04), row(2, 0.3, 0.2, 0.7, 0.04), row(3, 0.45, 0.2, 0.5, 0.2)]) \
+        .write_csv(tmp_path / "a.csv")
+    (r,) = campaign_rows(tmp_path)
+    assert (r["seeds"], r["steps"], r["above_floor"], r["near_teacher"], r["floor_target"]) == (3, 300, 2, 2, 2)
+    assert math.isclose(r["base"], 0.4166666, rel_tol=1e-5) and math.isclose(r["gain_median"], 0.25)
+    assert "| `a`    | 3     | 300           | 41.7 | 58.3    | 20.0  | 25.0        | 2 of 3" in campaign_markdown(tmp_path)
