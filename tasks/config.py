@@ -114,6 +114,11 @@ class KeyRecallConfig(TaskConfig):
     """Where the cue stands: ``prompt``, the cued key as the prompt's last token (keeping the right fact
     is a lookup by content: find the statement of that key); ``fact``, the cued fact stated as
     ``CUE key value`` instead of ``FACT key value`` (a local mark: keep the pair after it)."""
+    distractors: bool = True
+    """Whether key ids also stand where no fact is: the prompt's fact count (a content token, a key id where
+    the keys outnumber the facts) and the filler, drawn from every content id (as before the setting existed).
+    ``False``: the prompt carries no count and the filler only value ids (the same draws, folded onto them), so
+    a key id in a context is a fact's, the cue's or the query's: the prompt cue is a plain lookup."""
 
     def min_content(self) -> int:
         """Two content tokens per fact (a key and its value), for at least two facts."""

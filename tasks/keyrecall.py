@@ -24,9 +24,9 @@ def value_tokens(cfg: KeyRecallConfig) -> tuple[int, int]:
 
 
 def prompt_tokens(cfg: KeyRecallConfig) -> list[int]:
-    """The prompt every instance shares: ``TASK`` and the number of facts (as a content token); a cue in the
-    prompt is appended per instance by :func:`generate` (:func:`prompt_len` counts it)."""
-    return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts]
+    """The prompt every instance shares: ``TASK`` and the number of facts (as a content token; none without
+    distractors); a cue in the prompt is appended per instance by :func:`generate` (:func:`prompt_len` counts it)."""
+    return [vocab.TASK, vocab.FIRST_CONTENT + cfg.num_facts] if cfg.distractors else [vocab.TASK]
 
 
 def prompt_len(cfg: KeyRecallConfig) -> int:
@@ -67,7 +67,7 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
     u = core.uniform(keys, 13, ()) * cum[:, -1]
     q = np.minimum((cum < u[:, None]).sum(axis=1), f - 1)
 
-    obs = lay.filler.copy()
+    obs = lay.filler.copy() if cfg.distractors else _values_only(lay.filler, v0, v1)
     lengths = lay.lengths[rows[:, None], fact_step]
     offset = core.randint(keys, 14, (f,), 0, lengths - 2)
     shown = ~(lay.hard[:, None] & (np.arange(f)[None, :] == q[:, None]))
@@ -99,6 +99,12 @@ def generate(keys: KeyArray, cfg: KeyRecallConfig, rollouts: KeyArray | None = N
         facts=v0 + fact_value,
         cued=cued,
     )
+
+
+def _values_only(filler: IntArray, first: int, stop: int) -> IntArray:
+    """The filler's content tokens folded onto the value ids [first, stop) (PAD kept): no key id among them."""
+    content = filler >= vocab.FIRST_CONTENT
+    return np.where(content, first + (filler - vocab.FIRST_CONTENT) % (stop - first), filler)
 
 
 def _fact_values(keys: KeyArray, cfg: KeyRecallConfig, values: int) -> IntArray:

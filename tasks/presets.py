@@ -15,7 +15,8 @@ from typing import Annotated, Any
 from simlab.rules import Names, check_value
 from simlab.tasks.config import KeyRecallConfig, PeekReadConfig, PointerChaseConfig, TaskConfig
 
-LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None, "cue_at": "prompt"}
+LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None, "cue_at": "prompt",
+                                "distractors": True}
 """Task fields added after presets were measured, with their defaults: a preset that leaves one at its
 default hashes as it did before the field existed, so its measurements stay keyed to it."""
 
@@ -203,7 +204,7 @@ def _lossy(name: str, about: str) -> Preset:
     )
 
 
-def _cued(name: str, cue_at: str, about: str, **summary: int) -> Preset:
+def _cued(name: str, cue_at: str, about: str, *, distractors: bool = True, **summary: int) -> Preset:
     """The cue family (issue 42): three facts in the first three steps, the cue of reliability 1 where
     ``cue_at`` says, one or two compactions after them; a one-pair summary unless ``summary`` sets a budget.
 
@@ -213,7 +214,7 @@ def _cued(name: str, cue_at: str, about: str, **summary: int) -> Preset:
     return Preset(
         name, _KR,
         KeyRecallConfig(num_facts=3, horizon=(8, 10), vocab_size=28, obs_tokens=(3, 5), hard_frac=0.0,
-                        fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at=cue_at),
+                        fact_frac=0.25, zipf=0.0, cue_reliability=1.0, cue_at=cue_at, distractors=distractors),
         dict(window=48, frac=0.8, **(summary or {"summary_tokens": 2}), tail_steps=1, max_compactions=6,
              max_steps=16),
         about,
@@ -256,6 +257,10 @@ PRESETS: dict[str, Preset] = {
                train=dict(lr=1e-3, prompts=32, steps=80)),
         _cued("keyrecall-cue", "prompt", "three facts, a cue in the prompt names the one asked "
                "(task.cue_reliability), a one-pair summary"),
+        # the same lookup without distractors (issue 50): no key id in the prompt's count or the filler, so the
+        # only key ids a context holds are the facts', the cue's and the query's
+        _cued("keyrecall-cue-clean", "prompt", "keyrecall-cue without distractors (task.distractors = false): "
+              "the prompt cue as a plain lookup", distractors=False),
         _cued("keyrecall-mark", "fact", "three facts, the asked one stated as CUE key value "
                "(task.cue_reliability), a one-pair summary"),
         # variable-length summaries of up to 7 tokens: room for all three pairs and the end token, so the

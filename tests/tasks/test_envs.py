@@ -169,3 +169,28 @@ def test_describe_names_every_marker_an_id_stands_for() -> None:
     for name, token in markers.items():
         assert name in vocab.describe([token]).split("/"), (name, vocab.describe([token]))
     assert vocab.describe([vocab.CUE, vocab.FIRST_CONTENT + 3, vocab.END_SUMMARY]) == "LINK/CUE c3 PAD/END_SUMMARY"
+
+
+def test_without_distractors_a_key_id_stands_only_in_facts_the_cue_and_the_query() -> None:
+    from simlab.tasks.keyrecall import generate, key_tokens
+
+    clean = PRESETS["keyrecall-cue-clean"].task
+    old = PRESETS["keyrecall-cue"].task
+    assert isinstance(clean, KeyRecallConfig) and isinstance(old, KeyRecallConfig)
+    assert old.replace(distractors=False) == clean  # the same task otherwise
+    keys = np.arange(200, dtype=np.uint64)
+    k0, k1 = key_tokens(clean)
+    inst, before = generate(keys, clean), generate(keys, old)
+    assert (inst.prompt[:, 0] == vocab.TASK).all() and (inst.prompt[:, 2:] == vocab.PAD).all()  # TASK, the cue
+    assert ((inst.prompt[:, 1] >= k0) & (inst.prompt[:, 1] < k1)).all()
+    is_key = (inst.obs >= k0) & (inst.obs < k1)
+    after_mark = np.zeros_like(is_key)
+    after_mark[:, :, 1:] = np.isin(inst.obs[:, :, :-1], (vocab.FACT, vocab.CUE))
+    before_query = np.zeros_like(is_key)
+    before_query[:, :, :-1] = inst.obs[:, :, 1:] == vocab.QUERY
+    assert not (is_key & ~after_mark & ~before_query).any()
+    old_keys = (before.obs >= k0) & (before.obs < k1)
+    assert (old_keys.sum() > is_key.sum()) and (before.prompt[:, 1] == vocab.FIRST_CONTENT + old.num_facts).all()
+    # the facts, the query and the answers are the draws of the task with distractors
+    assert (inst.answer == before.answer).all() and (inst.target == before.target).all()
+    assert (inst.obs == vocab.PAD).sum() == (before.obs == vocab.PAD).sum()
