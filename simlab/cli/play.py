@@ -312,11 +312,12 @@ def base(
 
     from simlab.analysis.report.bases import base_markdown, base_row, base_table
     from simlab.analysis.tables import write_tables
-    from simlab.train.base import base_quality
+    from simlab.train.base import base_quality, clone_budget
 
     rows = []
     for cfg in tqdm(cfgs, desc="bases", unit="seed", delay=2):
-        metrics, steps = base_quality(cfg, store)
+        with tqdm(total=clone_budget(cfg), desc=f"seed {cfg.seed}: cloning", unit="step", delay=2, leave=False) as bar:
+            metrics, steps = base_quality(cfg, store, progress=bar.update)
         rows.append(base_row(cfg.seed, metrics, steps))
     table = base_table([r for r in rows if r is not None])
     markdown = base_markdown(table)
