@@ -46,14 +46,14 @@ COUNTED = ("eval/", "train/", "health/segments/", "perf/optimised_tokens", "perf
            "perf/update_tokens")
 
 PINNED: dict[str, dict[str, Any]] = {
-    "train.normaliser=segment,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
-                                      "sum": 34.03264999476597, "weighted": 773.7510002051323},
-    "train.normaliser=segment,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
-                                      "sum": 33.878091588446416, "weighted": 775.0447131364954},
-    "train.normaliser=token,seed=0": {"value": 0.125, "keys": "502f68b20bc66927", "counts": "0878802e8c1632c6",
-                                    "sum": 34.15173963088565, "weighted": 778.2590875142674},
-    "train.normaliser=token,seed=1": {"value": 0.0, "keys": "502f68b20bc66927", "counts": "171a82f2ea13d872",
-                                    "sum": 33.86229357309684, "weighted": 774.2127425173985},
+    "train.normaliser=segment,seed=0": {"value": 0.125, "keys": "05d6972dbfb321c1", "counts": "0b1b1452efac3f17",
+                                      "sum": 272.2967317365597, "weighted": 11400.646148066293},
+    "train.normaliser=segment,seed=1": {"value": 0.0, "keys": "05d6972dbfb321c1", "counts": "3ed569133d2c3c83",
+                                      "sum": 270.05107539066296, "weighted": 11334.620586646366},
+    "train.normaliser=token,seed=0": {"value": 0.125, "keys": "05d6972dbfb321c1", "counts": "0b1b1452efac3f17",
+                                    "sum": 272.4158213726794, "weighted": 11413.847778812165},
+    "train.normaliser=token,seed=1": {"value": 0.0, "keys": "05d6972dbfb321c1", "counts": "3ed569133d2c3c83",
+                                    "sum": 270.0352773753134, "weighted": 11332.63536090675},
 }
 
 
