@@ -160,11 +160,11 @@ def bases_lines(tables: Mapping[str, pl.DataFrame]) -> list[str]:
 
 def campaign_rows(folder: Path) -> list[dict[str, Any]]:
     """One summary row per base-quality export under ``folder`` (``<config>.csv``, as ``simlab base --out``
-    writes its table), in name order: seeds, mean success of base, teacher and floor, the median gain, and the
+    writes its table), by family (the name less ``-before`` / ``-after``), its ``-before`` first: seeds, mean success of base, teacher and floor, the median gain, and the
     seeds that meet each of the three bars (clearly above the floor, within :data:`TEACHER_NEAR` of the teacher,
     at least :data:`FLOOR_TARGET` points above the floor)."""
     rows = []
-    for path in sorted(folder.glob("*.csv")):
+    for path in sorted(folder.glob("*.csv"), key=_family_order):
         t = pl.read_csv(path, schema=SCHEMA)
         lead, gain = t.get_column("teacher_lead"), t.get_column("gain")
         stats = t.select(pl.col("base_steps").max().alias("steps"), pl.col("base", "teacher", "floor").mean(),
@@ -176,6 +176,11 @@ def campaign_rows(folder: Path) -> list[dict[str, Any]]:
             "floor_target": int((100 * gain >= FLOOR_TARGET).sum()),
         })
     return rows
+
+
+def _family_order(path: Path) -> tuple[str, bool]:
+    stem = path.stem
+    return stem.removesuffix("-before").removesuffix("-after"), not stem.endswith("-before")
 
 
 def campaign_markdown(folder: Path) -> str:

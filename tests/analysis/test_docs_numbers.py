@@ -125,3 +125,12 @@ def test_the_readme_main_job_table_is_what_its_exports_give() -> None:
                 f"at 80% power) | {m2:.1f} ± {se2:.1f} ({abs(m2) / se2:.1f} σ) | | |")
     for row in rows:
         assert row in readme, f"README.md's main-job table lacks this row (the exports give it):\n{row}"
+
+
+def test_the_summaries_page_quotes_the_base_campaign_as_its_exports_give_it() -> None:
+    from simlab.analysis.report.bases import campaign_markdown
+
+    folder = ROOT / "analysis" / "findings" / "bases"
+    table = campaign_markdown(folder).strip()
+    assert table.count("\n") >= 2, "the campaign's exports are missing"
+    assert table in (ROOT / "docs" / "summaries.md").read_text(encoding="utf-8")
