@@ -160,9 +160,9 @@ def bases_lines(tables: Mapping[str, pl.DataFrame]) -> list[str]:
 
 def campaign_rows(folder: Path) -> list[dict[str, Any]]:
     """One summary row per base-quality export under ``folder`` (``<config>.csv``, as ``simlab base --out``
-    writes its table), by family (the name less ``-before`` / ``-after``), its ``-before`` first: seeds, mean success of base, teacher and floor, the median gain, and the
-    seeds that meet each of the three bars (clearly above the floor, within :data:`TEACHER_NEAR` of the teacher,
-    at least :data:`FLOOR_TARGET` points above the floor)."""
+    writes its table), by family (the name less ``-before`` / ``-after``), its ``-before`` first: seeds, mean
+    success of base, teacher and floor, the median gain, and the seeds that meet each of the three bars (clearly
+    above the floor, within :data:`TEACHER_NEAR` of the teacher, at least :data:`FLOOR_TARGET` points above it)."""
     rows = []
     for path in sorted(folder.glob("*.csv"), key=_family_order):
         t = pl.read_csv(path, schema=SCHEMA)
