@@ -145,6 +145,7 @@ def test_cli_gate_refusal_exits_2_in_one_line_and_writes_no_run(tmp_path):
     ({"check_every": 1, "max_steps": 9}, "`base.max_steps=9` is invalid; cloning goes past base.steps only"),
     ({"min_gain": 101, "check_every": 1}, "`base.min_gain=101` is invalid"),
     ({"check_episodes": 1}, "`base.check_episodes=1` is invalid"),
+    ({"summary_weight": 0}, "`base.summary_weight=0` is invalid"),
 ])
 def test_bad_base_check_settings_are_refused(base, match):
     with pytest.raises(ConfigError, match=match.replace("(", r"\(")):
@@ -155,6 +156,10 @@ def test_cli_refuses_a_bad_gate_before_writing(tmp_path):
     out = cli("train", "--set", "base.min_gain=5", "--out", str(tmp_path / "r"), "--store", str(tmp_path / "s"))
     assert out.returncode == 2 and "base.min_gain" in out.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+    missing = cli("base", "--out", str(tmp_path / "nowhere"), "--store", str(tmp_path / "s"))
+    assert missing.returncode == 2 and "`--out=" in missing.stderr and not (tmp_path / "s").exists()
+    flag = cli("base", "--set", "task.distractors=2", "--store", str(tmp_path / "s"))
+    assert flag.returncode == 2 and "task.distractors" in flag.stderr and not (tmp_path / "s").exists()
 
 
 
