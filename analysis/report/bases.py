@@ -62,6 +62,11 @@ def base_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(list(rows), schema=SCHEMA).sort("seed")
 
 
+def near_teacher(lead: float | None) -> bool:
+    """Whether a base whose teacher leads it by ``lead`` (a rate difference) is within :data:`TEACHER_NEAR`."""
+    return lead is not None and 100 * lead <= TEACHER_NEAR
+
+
 def _pts(x: float | None) -> str:
     return number_text(None if x is None else 100 * x, ".1f")
 
@@ -69,8 +74,7 @@ def _pts(x: float | None) -> str:
 def flags(row: Mapping[str, Any]) -> str:
     """What a reader must know about a seed's base before its RL results: ``at floor``, ``far from teacher``."""
     out = [] if row["above_floor"] else ["at floor"]
-    lead = row["teacher_lead"]
-    if lead is not None and 100 * lead > TEACHER_NEAR:
+    if row["teacher_lead"] is not None and not near_teacher(row["teacher_lead"]):
         out.append("far from teacher")
     return ", ".join(out) or "ok"
 
@@ -98,7 +102,7 @@ def tally(table: pl.DataFrame) -> str:
     """``6 of 8 bases clearly above their floor; 3 of 8 within 10 points of their teacher.``"""
     n = table.height
     above = int(table["above_floor"].sum())
-    near = sum(1 for lead in table["teacher_lead"] if lead is not None and 100 * lead <= TEACHER_NEAR)
+    near = sum(map(near_teacher, table["teacher_lead"]))
     return (f"{above} of {n} bases clearly above their floor; {near} of {n} within {TEACHER_NEAR:g} points of "
             "their teacher.")
 
@@ -172,7 +176,7 @@ def campaign_rows(folder: Path) -> list[dict[str, Any]]:
         rows.append({
             "config": path.stem, "seeds": t.height, **stats,
             "above_floor": int(t.get_column("above_floor").sum()),
-            "near_teacher": int((100 * lead <= TEACHER_NEAR).sum()),
+            "near_teacher": sum(map(near_teacher, lead)),
             "floor_target": int((100 * gain >= FLOOR_TARGET).sum()),
         })
     return rows

@@ -260,11 +260,16 @@ def _check_train(config: Path | None, items: list[str], out: Path | None, store:
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError.invalid("--out", str(folder), "the folder exists and is not empty (no earlier run is "
                                   "overwritten); give a new or empty folder")
-    if cfg.device == "cuda":  # on a machine without one; torch is imported only to ask
+    _check_device(cfg)
+    return cfg, folder
+
+
+def _check_device(cfg: Any) -> None:
+    """Refuse ``device = "cuda"`` on a machine without one; torch is imported only to ask."""
+    if cfg.device == "cuda":
         from simlab.train.base import device_of
 
         device_of(cfg)
-    return cfg, folder
 
 
 SEEDS_HELP = "Run seeds: a list and ranges, e.g. 20-27 or 0,3,5-7."
@@ -274,16 +279,16 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
     """``20-27`` or ``0,3,5-7`` as the seeds in order, each once; a ConfigError naming ``option`` otherwise."""
     from simlab.rules import SEED_MAX
 
-    seeds: list[int] = []
+    spans = []
     allowed = "give seeds as integers and ranges, e.g. 20-27 or 0,3,5-7"
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
         if not (low.isdigit() and (high.isdigit() if dash else True)) or (dash and int(high) < int(low)):
             raise ConfigError.invalid(option, text, allowed)
-        seeds += [s for s in range(int(low), int(high or low) + 1) if s not in seeds]
-    if max(seeds) > SEED_MAX:
+        spans.append((int(low), int(high or low)))
+    if max(high for _, high in spans) > SEED_MAX:  # before a range is spelt out
         raise ConfigError.invalid(option, text, f"seeds are at most {SEED_MAX}")
-    return seeds
+    return list(dict.fromkeys(s for low, high in spans for s in range(low, high + 1)))
 
 
 @app.command()
@@ -337,8 +342,5 @@ def _check_base(config: Path | None, items: list[str], seeds: str, store: Path, 
     check_folder_target(store, "--store")
     if out is not None:
         check_output_dir(out)
-    if cfgs[0].device == "cuda":
-        from simlab.train.base import device_of
-
-        device_of(cfgs[0])
+    _check_device(cfgs[0])
     return cfgs
