@@ -2,7 +2,7 @@
 
 Bad input exits with code 2 and a message that names the field, the bad value and what is allowed; any
 other exception is a bug, and says so under its traceback, with exit code 1. The commands live in
-:mod:`.play` (demo, inspect, train), :mod:`.sweeps` (sweep, worker) and :mod:`.analysis` (audit, report,
+:mod:`.play` (demo, inspect, train, base), :mod:`.probes` (lookup), :mod:`.sweeps` (sweep, worker) and :mod:`.analysis` (audit, report,
 findings, ui); importing them registers them on :data:`~simlab.cli.app.app`, in that order.
 """
 
@@ -17,7 +17,7 @@ import typer
 from simlab.cli.app import app
 from simlab.errors import ConfigError
 
-COMMAND_MODULES = ("play", "sweeps", "analysis")
+COMMAND_MODULES = ("play", "probes", "sweeps", "analysis")
 """The modules that hold the commands: importing them registers their commands on ``app``, in this
 order, which is the order ``simlab --help`` lists them in."""
 for _name in COMMAND_MODULES:
