@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from simlab.cli import app
 
-COMMANDS = ["demo", "audit", "audit-batch", "inspect", "train", "sweep", "worker", "report", "findings", "ui"]
+COMMANDS = ["demo", "audit", "audit-batch", "inspect", "train", "base", "lookup", "sweep", "worker", "report",
+            "findings", "ui"]
 
 
 def _help(*args: str) -> str:
