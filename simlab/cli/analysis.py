@@ -64,6 +64,8 @@ def audit_batch(
     from simlab.integrations.batch_file import read_batch
 
     try:
+        if not math.isfinite(success_above):  # nan would count no session; +-inf every session or none
+            raise ConfigError.invalid("--success-above", success_above, "choose a finite reward level")
         if planned_steps < 1:
             raise ConfigError.invalid("--planned-steps", planned_steps, "choose an integer >= 1")
         report = run_audit_batch(read_batch(file), success_above=success_above, planned_steps=planned_steps)
@@ -267,6 +269,15 @@ def findings(
         typer.echo(json.dumps(json_safe(found.rows), indent=2))
     else:
         typer.echo(to_markdown(found) if markdown else to_compact(found))
+        typer.echo(f"\nPre-registered predictions and preconditions (the ledger):\n{ledger_text(markdown)}")
+
+
+def ledger_text(markdown: bool) -> str:
+    """The ledger of every shipped spec that carries claims, as a table or one line per claim."""
+    from simlab.analysis.ledger import ledger, ledger_lines, ledger_markdown
+
+    verdicts = ledger()
+    return ledger_markdown(verdicts) if markdown else ledger_lines(verdicts)
 
 
 @app.command()

@@ -25,6 +25,7 @@ from simlab.rules import COUNT_MAX, TABLE, Says, Seed, check_value
 from simlab.schema import read_toml
 from simlab.sweep import labels
 from simlab.sweep.plan import PLANS, Plan
+from simlab.sweep.predictions import Precondition, Prediction
 from simlab.sweep.space import Axis, Cell, Distribution
 from simlab.sweep.spec import (
     SHORT,
@@ -72,6 +73,9 @@ class SpecFile(BaseModel):
     findings: list[dict[str, Any]] = Field(default_factory=list)
     """Pre-registered finding rows (``sweeps/findings/``), read by ``simlab findings``
     (:mod:`simlab.analysis.replication.spec` validates them); the runner ignores them."""
+    predictions: list[Prediction] = Field(default_factory=list)
+    """Pre-registered predictions (:mod:`simlab.sweep.predictions`), read by the ledger; the runner ignores them."""
+    preconditions: list[Precondition] = Field(default_factory=list)
 
 
 def load_spec(path: Path | str) -> SweepSpec:
@@ -95,6 +99,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     _check_settings("base", file.base)
     axes = tuple(_parse_axis(key, value, plan) for key, value in file.space.items())
     _check_variants(file.variants, file.space)
+    _check_claims(file)
     if not axes and not file.variants:
         raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
     spec = SweepSpec(
@@ -103,6 +108,25 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
         pruner=file.pruner,
     )
     return _with_baseline(spec, file.baseline)
+
+
+def load_claims(path: Path | str) -> tuple[str, list[Prediction], list[Precondition]]:
+    """A spec's name, predictions and preconditions, the whole spec checked first (:func:`parse_spec`)."""
+    path = Path(path)
+    raw = read_toml(path, "sweep spec", SpecError)
+    spec = parse_spec(raw, default_name=path.stem)
+    file: SpecFile = check_value("", dict(raw), SpecFile, SpecError)
+    return spec.name, file.predictions, file.preconditions
+
+
+def _check_claims(file: SpecFile) -> None:
+    """Each claim's arms are variants of the spec."""
+    names = [v.name for v in file.variants]
+    for kind, claims in (("predictions", file.predictions), ("preconditions", file.preconditions)):
+        for i, claim in enumerate(claims):
+            for key, arm in (("arm", claim.arm), ("versus", claim.versus)):
+                if arm is not None and arm not in names:
+                    raise _bad(f"{kind}[{i}].{key}", arm, f"choose one of the spec's variants: {names}")
 
 
 def _check_header(file: SpecFile) -> Plan:

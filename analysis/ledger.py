@@ -1,0 +1,172 @@
+"""The ledger: each pre-registered spec's predictions and preconditions, read from its committed exports.
+
+A claim (:mod:`simlab.sweep.predictions`) is read per seed from the spec's histories, then decided one way:
+
+- a precondition on the mean over seeds; where one fails, the design *does not test its mechanism*;
+- a prediction per seed (``seeds`` of them must meet the comparison) or on the mean (and its paired t-test's
+  p below ``p_below``, where given): **held** or **failed**; **not tested** where a precondition failed or
+  the exports lack what it reads (an arm, a metric, a step). Only the ledger's word counts: the docs quote its
+  table (tests/analysis/test_ledger_docs.py fails where they differ).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from simlab.analysis.replication.data import EXPORT_DIR, read_export
+from simlab.analysis.tables import markdown_table
+from simlab.sweep import labels
+from simlab.sweep.predictions import Comparison, Precondition, Prediction, Reading
+from simlab.sweep.shipped import shipped_dir
+from simlab.sweep.spec_parse import load_claims
+
+SPEC_FOLDERS = ("findings", "summaries", "questions")
+"""The shipped spec folders whose specs may carry claims (under ``sweeps/``)."""
+HELD, FAILED, NOT_TESTED, MET, MISSED = "held", "failed", "not tested", "met", "missed"
+"""A prediction's statuses, and a precondition's."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim of one spec, decided: its status and the numbers it was decided on."""
+
+    spec: str
+    kind: str
+    """``prediction`` or ``precondition``."""
+    id: str
+    text: str
+    reads: str
+    rule: str
+    """The rule in words: ``>= 6 of 8 seeds with |x| <= 1`` or ``mean >= 0.02``."""
+    status: str
+    values: tuple[float, ...] = ()
+    """The per-seed values, in seed order."""
+    met: int = 0
+    mean: float = math.nan
+    se: float = math.nan
+    p: float = math.nan
+    transcribed: str = ""
+
+
+def meets(x: np.ndarray, comparison: Comparison, threshold: float) -> np.ndarray:
+    """Where ``x`` meets ``comparison`` against ``threshold`` (elementwise)."""
+    ops = {">=": x >= threshold, "<=": x <= threshold, ">": x > threshold, "<": x < threshold,
+           "within": np.abs(x) <= threshold, "outside": np.abs(x) > threshold}
+    return np.asarray(ops[comparison])
+
+
+def per_seed(runs: pl.DataFrame, history: pl.DataFrame, reading: Reading) -> dict[int, float]:
+    """Seed -> the value ``reading`` reads (seeds that lack any part of it are left out)."""
+
+    def at(arm: str, step: int) -> dict[int, float]:
+        ids = runs.filter(pl.col("variant") == labels.label({labels.VARIANT_KEY: arm})).select("run_id", "seed")
+        rows = history.filter((pl.col("key") == reading.metric) & (pl.col("step") == step)).join(ids, on="run_id")
+        return {int(s): float(v) for s, v in rows.select("seed", "value").iter_rows()}
+
+    value = at(reading.arm, reading.step)
+    if reading.from_step is not None:
+        ref = at(reading.arm, reading.from_step)
+    elif reading.versus is not None:
+        ref = at(reading.versus, reading.step)
+    else:
+        ref = dict.fromkeys(value, 0.0)
+    return {s: value[s] - ref[s] for s in sorted(value) if s in ref}
+
+
+def decide(spec: str, claim: Prediction | Precondition, values: dict[int, float], tested: bool = True) -> Verdict:
+    """The verdict on one claim from its per-seed values (``tested`` False: a precondition failed)."""
+    kind = "prediction" if isinstance(claim, Prediction) else "precondition"
+    seeds = claim.seeds if isinstance(claim, Prediction) else None
+    p_below = claim.p_below if isinstance(claim, Prediction) else None
+    rule = _rule(claim.comparison, claim.threshold, seeds, len(values), p_below)
+    base: dict[str, Any] = dict(spec=spec, kind=kind, id=getattr(claim, "id", ""), text=claim.text,
+                                reads=claim.reads(), rule=rule, transcribed=claim.transcribed)
+    if not values:
+        return Verdict(**base, status=NOT_TESTED)
+    x = np.array(list(values.values()))
+    mean = float(x.mean())
+    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
+    p = float(stats.ttest_1samp(x, 0.0).pvalue) if x.size > 1 and se > 0 else math.nan
+    met = int(meets(x, claim.comparison, claim.threshold).sum())
+    if seeds is not None:
+        ok = met >= seeds
+    else:
+        ok = bool(meets(np.array([mean]), claim.comparison, claim.threshold)[0])
+        ok = ok and (p_below is None or (not math.isnan(p) and p < p_below))
+    outcomes = {"precondition": (MET, MISSED), "prediction": (HELD, FAILED) if tested else (NOT_TESTED,) * 2}
+    status = outcomes[kind][0 if ok else 1]
+    return Verdict(**base, status=status, values=tuple(values.values()), met=met, mean=mean, se=se, p=p)
+
+
+def _rule(comparison: Comparison, threshold: float, seeds: int | None, n: int, p_below: float | None) -> str:
+    test = {"within": f"|x| <= {threshold:g}", "outside": f"|x| > {threshold:g}"}.get(
+        comparison, f"x {comparison} {threshold:g}")
+    if seeds is not None:
+        return f"{test} on >= {seeds} of {n} seeds"
+    return f"mean {test.removeprefix('x ')}" + (f", p < {p_below:g}" if p_below is not None else "")
+
+
+def evaluate(path: Path, exports: Path = EXPORT_DIR) -> list[Verdict]:
+    """The verdicts on every claim of the spec at ``path``, preconditions first."""
+    name, predictions, preconditions = load_claims(path)
+    data = read_export(name, exports)
+    if data is None or data.history is None:
+        claims: list[Prediction | Precondition] = [*preconditions, *predictions]
+        return [decide(name, c, {}) for c in claims]
+    read = [decide(name, c, per_seed(data.runs, data.history, c)) for c in preconditions]
+    tested = all(v.status == MET for v in read)
+    return read + [decide(name, c, per_seed(data.runs, data.history, c), tested) for c in predictions]
+
+
+def ledger(root: Path | None = None, exports: Path = EXPORT_DIR) -> list[Verdict]:
+    """Every shipped spec's verdicts (the specs that carry claims), spec by spec in file order."""
+    root = root or shipped_dir()
+    paths = sorted(p for folder in SPEC_FOLDERS for p in (root / folder).glob("*.toml"))
+    return [v for path in paths if _has_claims(path) for v in evaluate(path, exports)]
+
+
+def _has_claims(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8")
+    return "[[predictions]]" in text or "[[preconditions]]" in text
+
+
+def design_note(verdicts: list[Verdict]) -> str:
+    """``does not test its mechanism`` where a precondition of the spec was missed, else ``""``."""
+    return "does not test its mechanism" if any(v.status == MISSED for v in verdicts) else ""
+
+
+def ledger_markdown(verdicts: list[Verdict], spec: str | None = None) -> str:
+    """The verdicts as a Markdown table (one spec's, or all), each with its numbers."""
+    rows = []
+    for v in verdicts:
+        if spec is not None and v.spec != spec:
+            continue
+        rows.append([v.spec, v.id or "pre", v.text, v.reads, v.rule, numbers(v), v.status])
+    head = ["spec", "claim", "as written", "reads", "rule", "numbers", "status"]
+    return markdown_table(head, rows)
+
+
+def numbers(v: Verdict) -> str:
+    """The numbers a verdict was decided on: seeds that meet the rule's comparison, the mean, its SE and p."""
+    if not v.values:
+        return "no data"
+    return (f"{v.met} of {len(v.values)} seeds meet it; mean {v.mean:.3g}"
+            + (f" ± {v.se:.2g}" if not math.isnan(v.se) else "") + (f", p {v.p:.2g}" if not math.isnan(v.p) else ""))
+
+
+def ledger_lines(verdicts: list[Verdict]) -> str:
+    """One line per claim, spec by spec, with a spec whose precondition was missed marked as such."""
+    lines = []
+    for spec in dict.fromkeys(v.spec for v in verdicts):
+        mine = [v for v in verdicts if v.spec == spec]
+        note = design_note(mine)
+        lines.append(f"{spec}" + (f" ({note})" if note else "") + ":")
+        lines += [f"  {v.id or 'precondition'}: {v.status} ({v.rule}; {numbers(v)}) - {v.text}" for v in mine]
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""The ledger: claims as data in the specs, decided from the exports, and docs that say what it says."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from simlab.analysis.ledger import (
+    FAILED,
+    HELD,
+    MET,
+    MISSED,
+    NOT_TESTED,
+    decide,
+    evaluate,
+    ledger,
+    ledger_markdown,
+    per_seed,
+)
+from simlab.errors import SpecError
+from simlab.sweep.predictions import Precondition, Prediction
+from simlab.sweep.spec_parse import parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+STATEMENT = re.compile(r"(prediction|precondition)(?: (\w+))? of ([a-z0-9-]+): (held|failed|not tested|met|missed)")
+"""How the docs cite a claim's status: ``prediction 1a of summaries-length: failed``."""
+
+
+def _prediction(**kw):
+    base = dict(id="1", text="t", arm="a", metric="m", step=2, comparison=">=", threshold=0.5,
+                transcribed="before the run")
+    return Prediction(**{**base, **kw})
+
+
+def _data():
+    runs = pl.DataFrame({"run_id": ["r1", "r2", "r3", "s1", "s2", "s3"],
+                         "variant": ["variant=a"] * 3 + ["variant=b"] * 3, "seed": [1, 2, 3, 1, 2, 3]})
+    rows = []
+    for run, v0, v2 in (("r1", 0.0, 1.0), ("r2", 0.1, 0.2), ("r3", 0.0, 0.9),
+                        ("s1", 0.0, 0.5), ("s2", 0.0, 0.5), ("s3", 0.0, 0.5)):
+        rows += [(run, "m", 0, v0), (run, "m", 2, v2)]
+    history = pl.DataFrame(rows, schema=["run_id", "key", "step", "value"], orient="row")
+    return runs, history
+
+
+def test_per_seed_reads_a_level_a_change_and_a_paired_difference_by_hand():
+    runs, history = _data()
+    assert per_seed(runs, history, _prediction()) == {1: 1.0, 2: 0.2, 3: 0.9}
+    change = per_seed(runs, history, _prediction(from_step=0))
+    assert change == pytest.approx({1: 1.0, 2: 0.1, 3: 0.9})
+    assert per_seed(runs, history, _prediction(versus="b")) == pytest.approx({1: 0.5, 2: -0.3, 3: 0.4})
+    assert per_seed(runs, history, _prediction(metric="absent")) == {}
+
+
+def test_decide_counts_seeds_or_reads_the_mean_with_its_test():
+    values = {1: 1.0, 2: 0.2, 3: 0.9}
+    assert decide("s", _prediction(seeds=2), values).status == HELD  # 2 of 3 at >= 0.5
+    assert decide("s", _prediction(seeds=3), values).status == FAILED
+    mean = decide("s", _prediction(threshold=0.7), values)  # mean 0.7: meets >= 0.7
+    assert mean.status == HELD and mean.met == 2 and math.isclose(mean.mean, 0.7)
+    assert math.isclose(mean.se, float(np.std([1.0, 0.2, 0.9], ddof=1) / math.sqrt(3)))
+    assert decide("s", _prediction(threshold=0.0, p_below=0.01), values).status == FAILED  # p about 0.08
+    assert decide("s", _prediction(comparison="within", threshold=0.25, seeds=1), {1: -0.2, 2: 0.3}).met == 1
+    assert decide("s", _prediction(), {}).status == NOT_TESTED
+    assert decide("s", _prediction(seeds=1), values, tested=False).status == NOT_TESTED
+    pre = Precondition(text="t", arm="a", metric="m", step=0, comparison=">=", threshold=0.02,
+                       transcribed="before the run")
+    assert decide("s", pre, {1: 0.01, 2: 0.02}).status == MISSED
+    assert decide("s", pre, {1: 0.03, 2: 0.02}).status == MET
+
+
+def _spec(**claims):
+    return {"seeds": [1], "variants": [{"name": "a", "set": {"train.lr": 1e-3}}],
+            "objective": {"metric": "m", "direction": "maximize"}, **claims}
+
+
+def test_a_spec_refuses_a_claim_it_cannot_read():
+    claim = dict(id="1", text="t", arm="a", metric="m", step=2, comparison=">=", threshold=0.5,
+                 transcribed="after the run")
+    parse_spec(_spec(predictions=[claim]))
+    with pytest.raises(SpecError, match=r"predictions\[0\]\.versus"):
+        parse_spec(_spec(predictions=[{**claim, "versus": "nope"}]))
+    with pytest.raises(SpecError, match="comparison"):
+        parse_spec(_spec(predictions=[{**claim, "comparison": "about"}]))
+    with pytest.raises(SpecError, match="seeds"):
+        parse_spec(_spec(predictions=[{**claim, "seeds": 1, "p_below": 0.05}]))
+    with pytest.raises(SpecError, match="typo"):
+        parse_spec(_spec(predictions=[{**claim, "typo": 1}]))
+
+
+def test_the_committed_claims_read_as_the_issue_found_them():
+    verdicts = {(v.spec, v.id): v.status for v in ledger()}
+    assert verdicts[("summaries-length", "1a")] == FAILED  # within 1 token on 1 of 8 seeds
+    assert verdicts[("summaries-length", "2")] == FAILED
+    assert verdicts[("question-cut-summary", "")] == MISSED  # 1.8% cut summaries at step 0, its bar 2%
+    assert {s for (spec, i), s in verdicts.items() if spec == "question-cut-summary" and i} == {NOT_TESTED}
+
+
+def test_a_precondition_missed_leaves_every_prediction_of_its_spec_not_tested():
+    path = ROOT / "sweeps" / "questions" / "cut-summary.toml"
+    verdicts = evaluate(path)
+    assert verdicts[0].kind == "precondition" and verdicts[0].status == MISSED
+    assert verdicts[1].values  # read, with numbers, but not decided
+    assert "not tested" in ledger_markdown(verdicts)
+
+
+def test_the_docs_cite_each_claim_as_the_ledger_decides_it():
+    verdicts = {(v.spec, v.id or ""): v.status for v in ledger()}
+    cited = 0
+    for page in DOCS:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for kind, claim, spec, status in STATEMENT.findall(text):
+            key = (spec, "" if kind == "precondition" else claim)
+            assert key in verdicts, f"{page.name}: cites {kind} {claim} of {spec}, which the ledger lacks"
+            assert verdicts[key] == status, f"{page.name}: says {kind} {claim} of {spec} {status}; " \
+                                            f"the ledger says {verdicts[key]}"
+            cited += 1
+    assert cited >= 6
