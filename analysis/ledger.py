@@ -4,9 +4,12 @@ A claim (:mod:`simlab.sweep.predictions`) is read per seed from the spec's histo
 
 - a precondition on the mean over seeds; where one fails, the design *does not test its mechanism*;
 - a prediction per seed (``seeds`` of them must meet the comparison) or on the mean (and its paired t-test's
-  p below ``p_below``, where given): **held** or **failed**; **not tested** where a precondition failed or
-  the exports lack what it reads (an arm, a metric, a step). Only the ledger's word counts: the docs quote its
-  table (tests/analysis/test_ledger_docs.py fails where they differ).
+  p below ``p_below``, where given): **held** or **failed**; a tie on the mean (``within``) by TOST, and
+  **undecided** where the mean is inside the band but its interval is not (:data:`TOST_ALPHA`); **not
+  tested** where a precondition failed or the exports lack what it reads (an arm, a metric, a step).
+
+Only the ledger's word counts: the docs cite a claim as ``prediction 1a of summaries-length: failed``, and
+tests/analysis/test_ledger.py fails where a page says otherwise.
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ from simlab.sweep.spec_parse import load_claims
 
 SPEC_FOLDERS = ("findings", "summaries", "questions")
 """The shipped spec folders whose specs may carry claims (under ``sweeps/``)."""
-HELD, FAILED, NOT_TESTED, MET, MISSED = "held", "failed", "not tested", "met", "missed"
+HELD, FAILED, UNDECIDED, NOT_TESTED, MET, MISSED = "held", "failed", "undecided", "not tested", "met", "missed"
 """A prediction's statuses, and a precondition's."""
+TOST_ALPHA = 0.05
+"""A tie on the mean (``within`` without ``seeds``) holds only where both one-sided t tests against the band's
+edges give p below this (TOST: the 90% interval inside the band); a mean outside the band fails it, and a
+mean inside it with a wider interval is undecided."""
 
 
 @dataclass(frozen=True)
@@ -70,14 +77,14 @@ def per_seed(runs: pl.DataFrame, history: pl.DataFrame, reading: Reading) -> dic
         rows = history.filter((pl.col("key") == reading.metric) & (pl.col("step") == step)).join(ids, on="run_id")
         return {int(s): float(v) for s, v in rows.select("seed", "value").iter_rows()}
 
-    value = at(reading.arm, reading.step)
-    if reading.from_step is not None:
-        ref = at(reading.arm, reading.from_step)
-    elif reading.versus is not None:
-        ref = at(reading.versus, reading.step)
-    else:
-        ref = dict.fromkeys(value, 0.0)
-    return {s: value[s] - ref[s] for s in sorted(value) if s in ref}
+    def read(arm: str) -> dict[int, float]:
+        value = at(arm, reading.step)
+        ref = at(arm, reading.from_step) if reading.from_step is not None else dict.fromkeys(value, 0.0)
+        return {s: value[s] - ref[s] for s in value if s in ref}
+
+    mine = read(reading.arm)
+    other = read(reading.versus) if reading.versus is not None else dict.fromkeys(mine, 0.0)
+    return {s: mine[s] - other[s] for s in sorted(mine) if s in other}
 
 
 def decide(spec: str, claim: Prediction | Precondition, values: dict[int, float], tested: bool = True) -> Verdict:
@@ -95,14 +102,29 @@ def decide(spec: str, claim: Prediction | Precondition, values: dict[int, float]
     se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
     p = float(stats.ttest_1samp(x, 0.0).pvalue) if x.size > 1 and se > 0 else math.nan
     met = int(meets(x, claim.comparison, claim.threshold).sum())
-    if seeds is not None:
+    inside = bool(meets(np.array([mean]), claim.comparison, claim.threshold)[0])
+    tie = seeds is None and claim.comparison == "within" and kind == "prediction"
+    if tie:
+        p = tost(mean, se, x.size, claim.threshold)
+        ok = inside and p < TOST_ALPHA
+    elif seeds is not None:
         ok = met >= seeds
     else:
-        ok = bool(meets(np.array([mean]), claim.comparison, claim.threshold)[0])
-        ok = ok and (p_below is None or (not math.isnan(p) and p < p_below))
+        ok = inside and (p_below is None or (not math.isnan(p) and p < p_below))
     outcomes = {"precondition": (MET, MISSED), "prediction": (HELD, FAILED) if tested else (NOT_TESTED,) * 2}
     status = outcomes[kind][0 if ok else 1]
+    if tie and tested and inside and not ok:
+        status = UNDECIDED
     return Verdict(**base, status=status, values=tuple(values.values()), met=met, mean=mean, se=se, p=p)
+
+
+def tost(mean: float, se: float, n: int, margin: float) -> float:
+    """The TOST p-value of ``|mean| <= margin`` (the larger of the two one-sided t tests, ``n - 1`` df)."""
+    if n < 2 or not se > 0:
+        return math.nan
+    lower = stats.t.sf((mean + margin) / se, n - 1)
+    upper = stats.t.sf((margin - mean) / se, n - 1)
+    return float(max(lower, upper))
 
 
 def _rule(comparison: Comparison, threshold: float, seeds: int | None, n: int, p_below: float | None) -> str:
@@ -110,7 +132,8 @@ def _rule(comparison: Comparison, threshold: float, seeds: int | None, n: int, p
         comparison, f"x {comparison} {threshold:g}")
     if seeds is not None:
         return f"{test} on >= {seeds} of {n} seeds"
-    return f"mean {test.removeprefix('x ')}" + (f", p < {p_below:g}" if p_below is not None else "")
+    tie = f", TOST p < {TOST_ALPHA:g}" if comparison == "within" else ""
+    return f"mean {test.removeprefix('x ')}" + (f", p < {p_below:g}" if p_below is not None else tie)
 
 
 def evaluate(path: Path, exports: Path = EXPORT_DIR) -> list[Verdict]:
@@ -157,8 +180,10 @@ def numbers(v: Verdict) -> str:
     """The numbers a verdict was decided on: seeds that meet the rule's comparison, the mean, its SE and p."""
     if not v.values:
         return "no data"
+    p_name = "TOST p" if "TOST" in v.rule else "p"
     return (f"{v.met} of {len(v.values)} seeds meet it; mean {v.mean:.3g}"
-            + (f" ± {v.se:.2g}" if not math.isnan(v.se) else "") + (f", p {v.p:.2g}" if not math.isnan(v.p) else ""))
+            + (f" ± {v.se:.2g}" if not math.isnan(v.se) else "")
+            + (f", {p_name} {v.p:.2g}" if not math.isnan(v.p) else ""))
 
 
 def ledger_lines(verdicts: list[Verdict]) -> str:

@@ -1,7 +1,8 @@
 """A spec's pre-registered claims as data: ``[[predictions]]`` and ``[[preconditions]]`` (the ledger's grammar).
 
 Each claim names what is read per seed from the spec's exported histories: one arm's metric at one step, less
-(optionally) the same arm at an earlier step (a change) or another arm at the same step (paired by seed). A
+(optionally) the same arm at an earlier step (a change), another arm at the same step (paired by seed), or both
+(one arm's change less another's, paired by seed). A
 prediction then says how many seeds must meet its comparison (``seeds``), or that the mean over seeds must
 (``seeds`` left out), optionally with a paired t-test's p-value below ``p_below``. A precondition is read on the
 mean over seeds; where one fails, the design does not test its mechanism and its predictions are not tested.
@@ -36,19 +37,15 @@ class Reading(BaseModel):
     from_step: Annotated[int, Field(ge=0)] | None = None
     """Read the change since this step, per seed."""
     versus: str | None = None
-    """Read the difference from this arm at the same step, paired by seed."""
+    """Read the difference from this arm (its value, or with ``from_step`` its change), paired by seed."""
     comparison: Comparison
     threshold: float
     transcribed: Transcribed
 
-    @model_validator(mode="after")
-    def _one_reference(self) -> Reading:
-        if self.from_step is not None and self.versus is not None:
-            raise ValueError("give `from_step` or `versus`, not both")
-        return self
-
     def reads(self) -> str:
-        """What is read, in words: ``token: eval/...@80 - @0``."""
+        """What is read, in words: ``token: eval/...@80 - @0``, ``- segment`` or ``(@80 - @0) - segment's``."""
+        if self.from_step is not None and self.versus is not None:
+            return f"{self.arm}: {self.metric} (@{self.step} - @{self.from_step}) - {self.versus}'s"
         ref = f" - @{self.from_step}" if self.from_step is not None else f" - {self.versus}" if self.versus else ""
         return f"{self.arm}: {self.metric}@{self.step}{ref}"
 

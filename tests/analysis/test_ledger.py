@@ -16,6 +16,7 @@ from simlab.analysis.ledger import (
     MET,
     MISSED,
     NOT_TESTED,
+    UNDECIDED,
     decide,
     evaluate,
     ledger,
@@ -28,7 +29,8 @@ from simlab.sweep.spec_parse import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-STATEMENT = re.compile(r"(prediction|precondition)(?: (\w+))? of ([a-z0-9-]+): (held|failed|not tested|met|missed)")
+STATEMENT = re.compile(r"(prediction|precondition)(?: (\w+))? of ([a-z0-9-]+): "
+                       r"(held|failed|undecided|not tested|met|missed)")
 """How the docs cite a claim's status: ``prediction 1a of summaries-length: failed``."""
 
 
@@ -55,6 +57,8 @@ def test_per_seed_reads_a_level_a_change_and_a_paired_difference_by_hand():
     change = per_seed(runs, history, _prediction(from_step=0))
     assert change == pytest.approx({1: 1.0, 2: 0.1, 3: 0.9})
     assert per_seed(runs, history, _prediction(versus="b")) == pytest.approx({1: 0.5, 2: -0.3, 3: 0.4})
+    both = per_seed(runs, history, _prediction(from_step=0, versus="b"))  # a's change less b's, by seed
+    assert both == pytest.approx({1: 0.5, 2: -0.4, 3: 0.4})
     assert per_seed(runs, history, _prediction(metric="absent")) == {}
 
 
@@ -67,6 +71,15 @@ def test_decide_counts_seeds_or_reads_the_mean_with_its_test():
     assert math.isclose(mean.se, float(np.std([1.0, 0.2, 0.9], ddof=1) / math.sqrt(3)))
     assert decide("s", _prediction(threshold=0.0, p_below=0.01), values).status == FAILED  # p about 0.08
     assert decide("s", _prediction(comparison="within", threshold=0.25, seeds=1), {1: -0.2, 2: 0.3}).met == 1
+    # a tie on the mean is decided by TOST: inside the band is not enough with a wide interval
+    wide, tight = {1: -0.5, 2: 0.6, 3: 0.0}, {1: 0.01, 2: -0.01, 3: 0.02}
+    assert decide("s", _prediction(comparison="within", threshold=0.2), wide).status == UNDECIDED
+    held = decide("s", _prediction(comparison="within", threshold=0.2), tight)
+    se = float(np.std([0.01, -0.01, 0.02], ddof=1) / math.sqrt(3))
+    from scipy import stats
+    by_hand = max(stats.t.sf((0.02 / 3 + 0.2) / se, 2), stats.t.sf((0.2 - 0.02 / 3) / se, 2))
+    assert held.status == HELD and math.isclose(held.p, by_hand, rel_tol=1e-9)
+    assert decide("s", _prediction(comparison="within", threshold=0.2), {1: 0.5, 2: 0.6}).status == FAILED
     assert decide("s", _prediction(), {}).status == NOT_TESTED
     assert decide("s", _prediction(seeds=1), values, tested=False).status == NOT_TESTED
     pre = Precondition(text="t", arm="a", metric="m", step=0, comparison=">=", threshold=0.02,
