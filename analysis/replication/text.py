@@ -42,8 +42,6 @@ def short_verdict(r: dict[str, Any]) -> str:
     v = str(r["verdict"])
     if v == "tie" and r["tost_p"] is not None:
         return f"tie (TOST p {r['tost_p']:.3f})"
-    if v == "sign only" and r["margin"] is not None:
-        return f"sign only (inside ±{r['margin']:g})"
     if v != "undecided":
         return v
     by = r["undecided_by"]
@@ -112,17 +110,17 @@ def _legend(found: Findings) -> str:
     return (f"Differences in points (rates), steps (steps_to) or the metric's unit (slopes), ± their SE over "
             f"seeds and held-out instances; p two-sided, t at the design's degrees of freedom (in brackets, "
             f"Holm-adjusted over the credit and serving rows of one campaign); σ = difference / SE. "
-            f"Verdicts at α = {r0['alpha']:g}, power {r0['power']:.0%}: every direction (reproduced, sign only, "
+            f"Verdicts at α = {r0['alpha']:g}, power {r0['power']:.0%}: every direction (reproduced, "
             f"opposite) needs Holm p < α over every row pre-registered in its campaign (rows not yet run count "
             f"at p = 1) and a control that is a tie decided by a 90% TOST within the margin (half the published "
-            f"delta); reproduced: the published direction, the 90% interval wholly beyond the margin; sign only: "
-            f"the published direction, the 90% interval inside the margin (practically 0 at the published "
-            f"scale); a tie: the TOST decides it, or the 90% interval lies inside the margin with no direction "
-            f"after Holm. Kind: credit finding, serving finding, or check (holds by how the task is "
-            f"built). {SUPERSEDED}: superseded by a later design (the row stays, with its numbers). "
-            f"{BY_CONSTRUCTION}: a control by construction (its arms are identical however the runs go): it never "
-            f"decides a direction. Full table: "
-            f"`simlab findings --markdown`. Runs from: {where}.")
+            f"delta), never one merely undecided; reproduced: the published direction, the 90% interval wholly "
+            f"beyond the margin; a tie: the TOST decides it, or the 90% interval lies inside the margin, in "
+            f"either direction (practically 0 at the published scale). A control declared by construction "
+            f"counts as one only where its arms are identical in the data. Kind: credit finding, serving "
+            f"finding, or check (holds by how the task is built). {SUPERSEDED}: superseded by a later design "
+            f"(the row stays, with its numbers). {BY_CONSTRUCTION}: a control by construction (its arms are "
+            f"identical on every seed): it never decides a direction. Full table: `simlab findings --markdown`. "
+            f"Runs from: {where}.")
 
 
 def to_markdown(found: Findings) -> str:

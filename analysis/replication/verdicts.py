@@ -14,7 +14,7 @@ from simlab.analysis.replication.spec import FindingRow
 from simlab.analysis.statistics import power
 from simlab.analysis.statistics.compare import Judgement
 
-Verdict = Literal["reproduced", "sign only", "opposite", "holds", "fails", "differs", "tie", "undecided",
+Verdict = Literal["reproduced", "opposite", "holds", "fails", "differs", "tie", "undecided",
                   "control moved", "not run"]
 """``holds`` and ``fails`` are a harness check's ``reproduced`` and ``opposite``: a check is never counted as a
 reproduced finding."""
@@ -69,10 +69,10 @@ def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
     its 90% interval inside the margin and no direction at Holm-adjusted p < alpha (a lean that does not
     survive its family). *control moved*: the control differs (p < alpha). Every verdict that claims a
     direction needs Holm-adjusted p < alpha and a settled control that is not a *control by construction*
-    (one identical to its treatment however the runs go, :func:`by_construction`): *sign only*: the
-    published direction, its 90% interval inside the margin (practically zero at the published scale);
-    *reproduced*: the published direction, the 90% interval wholly beyond the margin (a check reads
-    *holds*); *opposite*: the other direction. *undecided* otherwise, saying what would decide it.
+    (one identical to its treatment however the runs go, :func:`by_construction`). A significant difference
+    whose 90% interval lies inside the margin is a *tie* with a lean, in either direction; *reproduced*: the
+    published direction, the 90% interval wholly beyond the margin (a check reads *holds*); *opposite*: the
+    other direction. *undecided* otherwise, saying what would decide it.
     """
     if main is None:
         return Decision("not run", "fewer than 2 seeds in an arm")
@@ -86,7 +86,7 @@ def verdict(row: FindingRow, main: Judgement | None, control: Judgement | None,
         return Decision("control moved", f"control {control.estimate.mean:+.1f} at {control.sigma:+.1f} sigma")
     strength = _strength(main, family)
     adjusted = family is None or family.p < main.alpha
-    if row.sign is not None and main.negligible and not adjusted:
+    if row.sign is not None and main.negligible:
         return _lean(main, strength)
     if row.sign is None:
         if not adjusted:
@@ -110,11 +110,6 @@ def _effect_verdict(row: FindingRow, main: Judgement, adjusted: bool, strength: 
     """A significant difference with a settled control: its size against the margin, its direction, and
     whether it survives its family's Holm adjustment."""
     assert row.sign is not None
-    if main.negligible:
-        if _same(row, main):
-            return Decision("sign only", f"{strength} in the published direction, but {_inside(main)}: "
-                            "practically 0 at the published scale")
-        return _lean(main, strength)
     if not adjusted:
         return Decision("undecided", f"{strength}: not significant after adjustment", "adjustment")
     if not _same(row, main):
@@ -139,20 +134,22 @@ def _inside(main: Judgement) -> str:
 
 
 def _lean(main: Judgement, strength: str) -> Decision:
-    """A tie by its interval: significant alone, but inside the margin and no direction after adjustment (or
-    the other sign)."""
+    """A tie by its interval: significant, but its 90% interval inside the margin, in either direction (a
+    negligible difference claims no direction, the published one included)."""
     assert main.tost is not None
     return Decision("tie", f"{_inside(main)} (TOST p = {main.tost.p:.3f}); a lean at {strength}")
 
 
 def by_construction(row: FindingRow, control: Judgement | None) -> str:
-    """Why the row's control is identical to its treatment by construction ('' if it is not): declared in
-    the row (``control_by_construction``), or measured identical on every seed (difference 0, SE 0)."""
-    if row.control_by_construction:
-        return row.control_by_construction
-    if control is not None and control.estimate.se == 0 and control.estimate.mean == 0:
-        return "its arms are identical on every seed"
-    return ""
+    """Why the row's control is identical to its treatment by construction ('' if it is not): its arms
+    measured identical on every seed (difference 0, SE 0), for the reason the row declares
+    (``control_by_construction``) where it declares one. A declared control whose arms differ in the data is
+    no control by construction: it is judged as any control (a decided tie, or it moved). A declared one not
+    yet measured keeps its declaration."""
+    identical = control is not None and control.estimate.se == 0 and control.estimate.mean == 0
+    if identical:
+        return row.control_by_construction or "its arms are identical on every seed"
+    return row.control_by_construction if control is None else ""
 
 
 def _same(row: FindingRow, main: Judgement) -> bool:
@@ -189,6 +186,6 @@ def _control_settled(row: FindingRow, control: Judgement | None) -> bool:
     """The control is a decided tie (or, when it may move the other way, did not move the finding's way)."""
     if control is None:
         return False
-    if row.control_expect == "not-published-sign":
-        return not _control_moved(row, control)
+    if row.control_expect == "not-published-sign":  # a tie, or moved the other way: never merely undecided
+        return control.decided_tie or (control.significant and not _same(row, control))
     return control.decided_tie or bool(by_construction(row, control))  # a check's control may be one

@@ -229,6 +229,12 @@ def test_a_control_expected_to_move_the_other_way(tmp_path):
     assert fd.evaluate_row(r, up, "store")["verdict"] == "reproduced"  # the control rose: not the finding's way
     down = frame({TG: [0.40, 0.41, 0.40], RG: [0.50, 0.51, 0.50], CTG: [0.50, 0.52, 0.51], CRG: [0.60, 0.61, 0.60]})
     assert fd.evaluate_row(r, down, "store")["verdict"] == "control moved"
+    # an undecided control never settles a row, whichever way the row expects it to go
+    main = _judged(-6.0, 0.8)
+    for control in (_judged(0.5, 0.9), _judged(-0.5, 0.9)):  # neither significant nor a decided tie
+        assert vd.verdict(r, main, control).by == "control"
+    assert vd.verdict(r, main, TIED_CONTROL).verdict == "reproduced"
+    assert vd.verdict(r, main, _judged(6.0, 0.8)).verdict == "reproduced"  # moved the other way
     with pytest.raises(FindingsError, match="control_expect='sideways'"):
         row(tmp_path, ROW.replace('id = "9"', 'id = "9"\ncontrol_expect = "sideways"'))
 
@@ -360,11 +366,11 @@ TIED_CONTROL = _judged(0.0, 0.2)  # its 90% interval +-0.38 lies inside +-2: a d
     [
         # -6 +- 0.8 at df 7: p 0.0001, 90% interval [-7.5, -4.5] wholly beyond -2
         (-6.0, 0.8, None, "reproduced", ""),
-        # the 4c30 shape: -0.54 +- 0.15, p 0.009, but [-0.82, -0.26] lies inside +-2
-        (-0.54, 0.15, None, "sign only", ""),
-        # ... and inside the margin with no direction after Holm it is a tie with a lean, not sign only
+        # the 4c30 shape: -0.54 +- 0.15, p 0.009, but [-0.82, -0.26] lies inside +-2: a tie with a lean
+        (-0.54, 0.15, None, "tie", ""),
+        # ... and with no direction after Holm, the same
         (-0.54, 0.15, 0.127, "tie", ""),
-        # the other sign inside the margin is a tie at the published scale
+        # the other sign inside the margin reads the same: a negligible difference claims no direction
         (0.54, 0.15, None, "tie", ""),
         # -3 +- 0.8: p 0.007, but [-4.5, -1.5] reaches inside -2: its size is not told
         (-3.0, 0.8, None, "undecided", "size"),
@@ -520,11 +526,18 @@ def test_an_arm_that_selects_no_variant_is_refused(tmp_path):
 
 def test_a_control_by_construction_never_decides_a_direction(tmp_path) -> None:
     declared = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\ncontrol_by_construction = "K = 1"'))
-    got = vd.verdict(declared, _judged(-6.0, 0.8), TIED_CONTROL)
-    assert (got.verdict, got.by) == ("undecided", "construction") and "control by construction (K = 1)" in got.reason
     identical = compare.judge(Estimate(0.0, 0.0, 7, 8, 0, "seeds"), margin=2.0)  # the same on every seed
-    for mean in (-6.0, 6.0, -0.54 / 0.15 * 0.15):
-        assert vd.verdict(row(tmp_path), _judged(mean, 0.8 if abs(mean) > 1 else 0.15), identical).by == "construction"
+    got = vd.verdict(declared, _judged(-6.0, 0.8), identical)
+    assert (got.verdict, got.by) == ("undecided", "construction") and "control by construction (K = 1)" in got.reason
+    assert vd.verdict(declared, _judged(-6.0, 0.8), None).by == "construction"  # declared, not yet measured
+    # declared, but its arms differ in the data: no control by construction, judged as any control
+    assert vd.by_construction(declared, TIED_CONTROL) == ""
+    assert vd.verdict(declared, _judged(-6.0, 0.8), TIED_CONTROL).verdict == "reproduced"
+    loose = _judged(0.5, 0.9)  # neither moved nor a decided tie
+    assert vd.verdict(declared, _judged(-6.0, 0.8), loose).by == "control"
+    for mean in (-6.0, 6.0):
+        assert vd.verdict(row(tmp_path), _judged(mean, 0.8), identical).by == "construction"
+    assert vd.verdict(row(tmp_path), _judged(-0.54, 0.15), identical).verdict == "tie"  # negligible: no direction
     assert vd.verdict(row(tmp_path), _judged(0.0, 0.2), identical).verdict == "tie"  # a tie needs no control
     check = row(tmp_path, ROW.replace('finding = "a toy"', 'finding = "a toy"\nkind = "harness check"'))
     assert vd.verdict(check, _judged(-6.0, 0.8), identical).verdict == "holds"  # a check is no finding
