@@ -11,6 +11,7 @@ per-seed values.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -60,7 +61,8 @@ def runs_from_histories(runs: Sequence[Mapping[str, Any]], histories: Mapping[st
         if run.get("status") != "FINISHED" or not run.get("variant"):
             continue
         row: dict[str, Any] = {"run_id": run["run_id"], "variant": run["variant"], "seed": int(run["seed"]),
-                               "base_seed": run.get("base_seed"), "eval_seed": run.get("eval_seed")}
+                               "base_seed": run.get("base_seed"), "eval_seed": run.get("eval_seed"),
+                               "start_time": utc_time(run.get("start_time")), "end_time": utc_time(run.get("end_time"))}
         for metric in sorted(metrics):
             values = [v for v in histories.get(run["run_id"], {}).get(metric, []) if not math.isnan(v)]
             row[column(metric, "final")] = values[-1] if values else None
@@ -68,9 +70,17 @@ def runs_from_histories(runs: Sequence[Mapping[str, Any]], histories: Mapping[st
             row[column(metric, "mean")] = float(np.mean(values)) if values else None
         rows.append(row)
     schema: dict[str, Any] = {"run_id": pl.String, "variant": pl.String, "seed": pl.Int64, "base_seed": pl.String,
-                              "eval_seed": pl.String}
+                              "eval_seed": pl.String, "start_time": pl.String, "end_time": pl.String}
     schema |= {column(m, r): pl.Float64 for m in sorted(metrics) for r in REDUCES}
     return pl.DataFrame(rows, schema=schema)
+
+
+def utc_time(ms: int | None) -> str | None:
+    """An MLflow time (ms since the epoch) as ISO 8601 UTC, so an export says when each run ran (anyone can
+    check that a spec's commit precedes its first run); None where the store has none."""
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(timespec="seconds")
 
 
 def _histories(table: pl.DataFrame) -> dict[str, dict[str, list[float]]]:
@@ -98,7 +108,8 @@ def live_data(experiment: str, wanted: Callable[[str], bool], tracking_uri: str 
         return None
     runs = [{"run_id": r["run_id"], "status": r["status"], "variant": labels.stored_variant(r["tags"], r["params"]),
              "seed": r["tags"].get(names.SEED_TAG), "base_seed": r["params"].get(names.PARAM_BASE_SEED),
-             "eval_seed": r["params"].get(names.PARAM_EVAL_SEED)} for r in trials]
+             "eval_seed": r["params"].get(names.PARAM_EVAL_SEED), "start_time": r.get("start_time"),
+             "end_time": r.get("end_time")} for r in trials]
     history = history_table(store, finished, wanted)
     metrics = set(history.get_column("key").unique().to_list())
     table = runs_from_histories(runs, _histories(history), metrics)

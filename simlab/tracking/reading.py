@@ -24,8 +24,8 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
 
     For stores the analysis layer cannot read as a database (a tracking server): ``search_runs`` pages
     through the whole experiment, never one request per run. ``experiment`` is a name, else an id.
-    Each dict: run_id, run_name, status, start_time, artifact_uri, tags, params, metrics (the latest
-    value per key).
+    Each dict: run_id, run_name, status, start_time and end_time (ms since the epoch), artifact_uri, tags,
+    params, metrics (the latest value per key).
     """
     client = store.client()
     found = client.get_experiment_by_name(experiment)
@@ -45,6 +45,7 @@ def fetch_runs(store: Store, experiment: str) -> tuple[str, list[dict[str, Any]]
                     "run_name": r.info.run_name,
                     "status": r.info.status,
                     "start_time": r.info.start_time,
+                    "end_time": r.info.end_time,
                     "artifact_uri": r.info.artifact_uri,
                     "tags": dict(r.data.tags),
                     "params": dict(r.data.params),

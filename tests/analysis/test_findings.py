@@ -615,3 +615,13 @@ def test_findings_name_the_seeds_whose_base_is_at_its_floor() -> None:
 def test_committed_exports_predate_the_base_measurement() -> None:
     found = fd.gather(fd.load_rows(), source="exports")
     assert found.bases == {}  # no committed sweep measured its bases: the findings text is as before
+
+
+def test_an_export_records_when_each_run_ran() -> None:
+    """Anyone can check a spec's commit against its first run: the per-run table keeps start and end (UTC)."""
+    runs = [{"run_id": "a", "status": "FINISHED", "variant": "v", "seed": 0, "start_time": 1_796_000_000_000,
+             "end_time": 1_796_000_090_500},
+            {"run_id": "b", "status": "FINISHED", "variant": "v", "seed": 1}]
+    table = fdd.runs_from_histories(runs, {"a": {METRIC: [0.5]}, "b": {METRIC: [0.4]}}, {METRIC})
+    assert table["start_time"].to_list() == ["2026-11-30T00:53:20+00:00", None]
+    assert table["end_time"].to_list() == ["2026-11-30T00:54:50+00:00", None]
