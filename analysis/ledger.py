@@ -148,11 +148,15 @@ def evaluate(path: Path, exports: Path = EXPORT_DIR) -> list[Verdict]:
     return read + [decide(name, c, per_seed(data.runs, data.history, c), tested) for c in predictions]
 
 
-def ledger(root: Path | None = None, exports: Path = EXPORT_DIR) -> list[Verdict]:
-    """Every shipped spec's verdicts (the specs that carry claims), spec by spec in file order."""
+def ledger(root: Path | None = None, exports: Path = EXPORT_DIR, spec: str | None = None) -> list[Verdict]:
+    """Every shipped spec's verdicts (the specs that carry claims), spec by spec in file order; with ``spec``,
+    only the spec of that name (none where no shipped spec of that name carries claims)."""
     root = root or shipped_dir()
     paths = sorted(p for folder in SPEC_FOLDERS for p in (root / folder).glob("*.toml"))
-    return [v for path in paths if _has_claims(path) for v in evaluate(path, exports)]
+    claimed = [path for path in paths if _has_claims(path)]
+    if spec is not None:
+        claimed = [path for path in claimed if load_claims(path)[0] == spec]
+    return [v for path in claimed for v in evaluate(path, exports)]
 
 
 def _has_claims(path: Path) -> bool:

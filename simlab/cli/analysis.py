@@ -124,6 +124,12 @@ def report(
     except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
+    from simlab.analysis.ledger import ledger, ledger_lines
+
+    claims = ledger(spec=experiment)
+    if claims:
+        typer.echo(f"\nPre-registered claims of {experiment}, from its committed exports (the ledger):\n"
+                   f"{ledger_lines(claims)}")
     if baseline is None:  # the parent's summary is the sweep's own report, against its own baseline
         summary_on_parent(made, tracking_uri)
     for why in made.skipped:

@@ -135,3 +135,10 @@ def test_the_docs_cite_each_claim_as_the_ledger_decides_it():
                                             f"the ledger says {verdicts[key]}"
             cited += 1
     assert cited >= 6
+
+
+def test_the_ledger_of_one_spec_is_what_simlab_report_prints():
+    one = ledger(spec="summaries-length")
+    assert one and {v.spec for v in one} == {"summaries-length"}
+    assert [v.id for v in one] == [v.id for v in ledger() if v.spec == "summaries-length"]
+    assert ledger(spec="quick") == []  # a spec without claims
