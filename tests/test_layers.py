@@ -1,6 +1,6 @@
 """Layers run one way: no module imports a layer above its own, at import time or inside a function.
 
-The levels follow the data flow (DESIGN.md): task -> harness -> policy -> credit -> integrations (simlab's
+The levels follow the data flow (README.md): task -> harness -> policy -> credit -> integrations (simlab's
 credit inside other trainers: the verl plugin, loaded on every ``import verl``, needs nothing above the
 credit layer) -> update/train, then
 the tracking layer the sweep writes runs through, the sweep, the analysis that reads them back, and the

@@ -1,0 +1,23 @@
+"""docs/settings.md is the settings page the code generates, and it lists every setting a run resolves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simlab.config import flatten, resolve
+from simlab.reference import settings_markdown
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+
+
+def test_the_settings_page_is_what_the_code_generates() -> None:
+    assert PAGE.read_text(encoding="utf-8") == settings_markdown(), \
+        "docs/settings.md is stale: python -m simlab.reference > docs/settings.md"
+
+
+def test_the_settings_page_lists_every_setting_of_every_task_family() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    for preset in ("keyrecall-tiny", "peekread-pos", "pointerchase-tiny"):
+        keys = [k for k in flatten(resolve({"task": {"preset": preset}})) if k != "env_id"]
+        missing = [k for k in keys if f"| `{k}`" not in page]
+        assert not missing, f"{preset}: the page lacks {missing}"
