@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from simlab.config import flatten, resolve
-from simlab.reference import settings_markdown
+from simlab.analysis.settings_page import settings_markdown
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 
 
 def test_the_settings_page_is_what_the_code_generates() -> None:
     assert PAGE.read_text(encoding="utf-8") == settings_markdown(), \
-        "docs/settings.md is stale: python -m simlab.reference > docs/settings.md"
+        "docs/settings.md is stale: python -m simlab.analysis.settings_page > docs/settings.md"
 
 
 def test_the_settings_page_lists_every_setting_of_every_task_family() -> None:
