@@ -152,7 +152,8 @@ class RunConfig(Section):
 
     def base_key(self) -> str:
         """Address of this run's base checkpoint: the task it was taught on (``base_task``), the preset's
-        harness, the policy shape, ``base``. Tasks that differ only in what ``teach = "full"`` takes away
+        harness, the policy shape, ``base``, and the range its demonstrations are drawn from where a numeric
+        ``eval.seed`` moves it. Tasks that differ only in what ``teach = "full"`` takes away
         (PeekRead's coupling) share one base model."""
         policy = self.policy.model_dump(mode="json", exclude={"value_head"})  # heads are added later
         base = {**{k: v for k, v in self.base.model_dump(mode="json").items()
@@ -162,6 +163,8 @@ class RunConfig(Section):
         payload = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
                    "policy": policy, "base": base,
                    "v_sum": self.harness.v_sum}
+        if self.train_seed_limit != RUN_EVAL_SEEDS:  # cloning draws its instances below it (keys as before else)
+            payload["clone_seeds"] = self.train_seed_limit
         blob = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -100,6 +100,13 @@ def test_new_base_settings_at_their_defaults_keep_the_base_key():
     assert resolve(tiny(base={"check_every": 1})).base_key() != plain.base_key()
 
 
+def test_a_numeric_eval_seed_that_moves_the_cloning_instances_moves_the_base_key():
+    plain = resolve(tiny())
+    assert resolve(tiny(eval={"seed": "run"})).base_key() == plain.base_key()  # both clone below 1,000,000
+    moved = resolve(tiny(eval={"seed": 500_000}))
+    assert moved.train_seed_limit == 500_000 and moved.base_key() != plain.base_key()
+
+
 def test_cloning_goes_on_past_steps_until_the_cap_when_the_gate_is_missed(tmp_path):
     nested = tiny(base={"steps": 1, "check_every": 1, "check_episodes": 4, "max_steps": 3, "min_gain": 100})
     cfg = resolve(nested)
