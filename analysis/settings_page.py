@@ -1,8 +1,8 @@
 """The settings page (docs/settings.md): every run setting with its key path, default, what it allows and what it
 does, generated from the sections' own pydantic schema so that it cannot drift from the code.
 
-``python -m simlab.analysis.settings_page > docs/settings.md`` writes it; tests/test_settings_page.py fails where the page
-and the code differ.
+``python -m simlab.analysis.settings_page > docs/settings.md`` writes it; tests/test_settings_page.py fails
+where the page and the code differ.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ HEADER = """# Settings
 
 Every setting of a run, by its key path: what `--set KEY=VALUE`, a run config's `[section]` table and a sweep
 spec's `[base]`, `[space]` and `[[variants]]` write. Generated from the code
-(`python -m simlab.analysis.settings_page > docs/settings.md`; a test fails where they differ). A bad value is refused with
-one line naming the key, the value and what is allowed (exit 2); the preset (`task.preset`) sets many of these
-first, and your settings go above it.
+(`python -m simlab.analysis.settings_page > docs/settings.md`; a test fails where they differ). A bad value is
+refused with one line naming the key, the value and what is allowed (exit 2); the preset (`task.preset`) sets
+many of these first, and your settings go above it.
 """
 
 

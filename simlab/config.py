@@ -160,9 +160,8 @@ class RunConfig(Section):
                    if k != "cache" and (k not in BASE_LATER_SETTINGS or BASE_LATER_SETTINGS[k] != v)},
                 "seed": self.base_seed}
         task = hashed_fields(self.base_task(), BASE_LATER_FIELDS)
-        payload = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
-                   "policy": policy, "base": base,
-                   "v_sum": self.harness.v_sum}
+        payload: dict[str, Any] = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
+                                   "policy": policy, "base": base, "v_sum": self.harness.v_sum}
         if self.train_seed_limit != RUN_EVAL_SEEDS:  # cloning draws its instances below it (keys as before else)
             payload["clone_seeds"] = self.train_seed_limit
         blob = json.dumps(payload, sort_keys=True, default=str)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simlab.config import flatten, resolve
 from simlab.analysis.settings_page import settings_markdown
+from simlab.config import flatten, resolve
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 

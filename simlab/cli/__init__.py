@@ -2,8 +2,9 @@
 
 Bad input exits with code 2 and a message that names the field, the bad value and what is allowed; any
 other exception is a bug, and says so under its traceback, with exit code 1. The commands live in
-:mod:`.play` (demo, inspect, train, base), :mod:`.probes` (lookup), :mod:`.sweeps` (sweep, worker) and :mod:`.analysis` (audit, report,
-findings, ui); importing them registers them on :data:`~simlab.cli.app.app`, in that order.
+:mod:`.play` (demo, inspect, train, base), :mod:`.probes` (lookup), :mod:`.sweeps` (sweep, worker) and
+:mod:`.analysis` (audit, report, findings, ui); importing them registers them on :data:`~simlab.cli.app.app`,
+in that order.
 """
 
 from __future__ import annotations
