@@ -124,18 +124,23 @@ def report(
     except ConfigError as exc:  # ReportError, OutputDirError, a malformed --tracking-uri, a bad level
         raise fail(str(exc)) from exc
     typer.echo(made.markdown)
-    from simlab.analysis.ledger import ledger, ledger_lines
-
-    claims = ledger(spec=experiment)
-    if claims:
-        typer.echo(f"\nPre-registered claims of {experiment}, from its committed exports (the ledger):\n"
-                   f"{ledger_lines(claims)}")
+    echo_claims(experiment)
     if baseline is None:  # the parent's summary is the sweep's own report, against its own baseline
         summary_on_parent(made, tracking_uri)
     for why in made.skipped:
         typer.echo(f"figure skipped: {why}", err=True)
     where = f"; logged to parent run {made.logged_to}" if made.logged_to else ""
     typer.echo(f"written: {made.files[0].parent}{where}", err=True)
+
+
+def echo_claims(experiment: str) -> None:
+    """Print the ledger of ``experiment`` where a shipped spec of that name carries claims (its exports')."""
+    from simlab.analysis.ledger import ledger, ledger_lines
+
+    claims = ledger(spec=experiment)
+    if claims:
+        typer.echo(f"\nPre-registered claims of {experiment}, from its committed exports (the ledger):\n"
+                   f"{ledger_lines(claims)}")
 
 
 def summary_rows(table: Any) -> list[dict[str, Any]]:

@@ -49,15 +49,10 @@ def test_the_readme_quotes_finding_2_as_the_exports_give_it(found: fd.Findings) 
 
 
 def _summary_table():
-    """benchmarks/summary_table.py as a module (it imports its sibling recipe_table)."""
-    import importlib
-    import sys
+    """The summaries table module (analysis, not a benchmark)."""
+    from simlab.analysis.experiments import summary_table
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("summary_table")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return summary_table
 
 
 @pytest.mark.parametrize(("experiment", "metric", "quoted"), [
