@@ -137,6 +137,7 @@ def _write(out: Path, runs: list[dict[str, Any]], history: list[dict[str, Any]],
     from simlab.analysis.tables import write_tables
 
     markdown = _markdown(runs, target)
-    write_tables(pl.DataFrame(runs), markdown, out, "lookup-runs")
-    write_tables(pl.DataFrame(history), "The lookup probe's checks: lookup-history.csv.\n", out, "lookup-history")
+    frames = [pl.DataFrame(rows, infer_schema_length=None) for rows in (runs, history)]  # columns added later
+    write_tables(frames[0], markdown, out, "lookup-runs")
+    write_tables(frames[1], "The lookup probe's checks: lookup-history.csv.\n", out, "lookup-history")
     return markdown

@@ -12,7 +12,8 @@ seen again). Every ``check_every`` steps it reads, on held-out summaries from th
   cued pair, ``p(key) * p(value | key)``, averaged over summaries; the probe has learnt the lookup at the first
   check where it reaches ``target``;
 - ``greedy``: the share whose greedy summary is the cued pair; ``key`` and ``value``: the share whose greedy
-  key, and greedy value after the teacher's key, are right;
+  key, and greedy value after the teacher's key, are right; ``value_fresh`` and ``value_carried`` split
+  ``value`` by whether the context holds an earlier summary (the cued pair already: a copy, not a lookup);
 - ``attn_l<i>``: in layer ``i``, the attention from the summary's key token (the position that writes the
   value) onto the cued fact's value in the context, the largest over heads, averaged over summaries;
   ``attn_other_l<i>`` the same onto the other facts' values together (a head that reads "a value", not "the
@@ -85,6 +86,12 @@ class Summaries:
     at: Tensor
     source: Tensor
     others: Tensor
+
+    @property
+    def carried(self) -> Tensor:
+        """(N,) whether the context holds an earlier summary (the cued pair, copied rather than looked up)."""
+        positions = torch.arange(self.tokens.shape[1])[None, :]
+        return ((self.tokens == vocab.SUMMARY) & (positions < self.at[:, None])).any(dim=1)
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -170,6 +177,8 @@ def check(policy: Policy, held: Summaries, allowed: Tensor) -> dict[str, float]:
         "greedy": float(right.all(dim=1).float().mean()),
         "key": float(right[:, 0].float().mean()),
         "value": float(right[:, 1].float().mean()),
+        "value_fresh": float(right[~held.carried, 1].float().mean()),
+        "value_carried": float(right[held.carried, 1].float().mean()),
         "attn_uniform": float((1.0 / (held.at[held.source >= 0] + 1)).float().mean()),
     }
     for i, (cued, other) in enumerate(weights):

@@ -65,6 +65,12 @@ def test_keep_is_the_chance_of_sampling_the_cued_pair(cfg, held):
     by_hand = sum(float(p[r, 0, target[r, 0]] * p[r, 1, target[r, 1]]) for r in range(len(held))) / len(held)
     assert math.isclose(reading["keep"], by_hand, rel_tol=1e-5)
     assert 0 <= reading["greedy"] <= min(reading["key"], reading["value"])
+    carried = held.carried
+    assert 0 < int(carried.sum()) < len(held)  # second compactions hold the first summary
+    assert carried[0] == bool((held.tokens[0, : int(held.at[0])] == vocab.SUMMARY).any())
+    n = len(held)
+    split = (reading["value_fresh"] * int((~carried).sum()) + reading["value_carried"] * int(carried.sum())) / n
+    assert math.isclose(split, reading["value"], rel_tol=1e-6)
 
 
 def test_attention_reading_reproduces_the_models_own_attention_output(cfg, held):
