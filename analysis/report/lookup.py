@@ -53,6 +53,6 @@ def lookup_markdown(runs: pl.DataFrame, target: float) -> str:
             "keep % (seed range)", "greedy value right %", "attention % cued:other, per layer"]
     full = table.filter(pl.col("learnt") == pl.col("seeds"))
     verdict = (f"Learnt on every seed (keep ≥ {100 * target:.0f}%): "
-               + (", ".join(f"lr {number_text(r['lr'], 'g')}, width {r['d_model']}, {r['n_layer']} layers"
+               + ("; ".join(f"lr {number_text(r['lr'], 'g')}, width {r['d_model']}, {r['n_layer']} layers"
                             for r in full.iter_rows(named=True)) or "no setting") + ".")
     return markdown_table(head, rows).rstrip("\n") + "\n\n" + verdict + "\n"

@@ -129,3 +129,13 @@ def test_the_summaries_page_quotes_the_base_campaign_as_its_exports_give_it() ->
     table = campaign_markdown(folder).strip()
     assert table.count("\n") >= 2, "the campaign's exports are missing"
     assert table in (ROOT / "docs" / "summaries.md").read_text(encoding="utf-8")
+
+
+def test_the_summaries_page_quotes_the_lookup_probe_as_its_exports_give_it() -> None:
+    import polars as pl
+
+    from simlab.analysis.report.lookup import lookup_markdown
+
+    runs = pl.read_csv(ROOT / "analysis" / "findings" / "lookup" / "lookup-runs.csv")
+    table = lookup_markdown(runs, 0.9).strip()
+    assert table in (ROOT / "docs" / "summaries.md").read_text(encoding="utf-8")
