@@ -138,7 +138,13 @@ def _rule(comparison: Comparison, threshold: float, seeds: int | None, n: int, p
 
 def evaluate(path: Path, exports: Path = EXPORT_DIR) -> list[Verdict]:
     """The verdicts on every claim of the spec at ``path``, preconditions first."""
-    name, predictions, preconditions = load_claims(path)
+    return decide_all(*load_claims(path), exports)
+
+
+def decide_all(name: str, predictions: list[Prediction], preconditions: list[Precondition],
+               exports: Path = EXPORT_DIR) -> list[Verdict]:
+    """The verdicts on spec ``name``'s claims from its exports: preconditions first, then the predictions,
+    not tested where a precondition was missed."""
     data = read_export(name, exports)
     if data is None or data.history is None:
         claims: list[Prediction | Precondition] = [*preconditions, *predictions]
@@ -153,10 +159,9 @@ def ledger(root: Path | None = None, exports: Path = EXPORT_DIR, spec: str | Non
     only the spec of that name (none where no shipped spec of that name carries claims)."""
     root = root or shipped_dir()
     paths = sorted(p for folder in SPEC_FOLDERS for p in (root / folder).glob("*.toml"))
-    claimed = [path for path in paths if _has_claims(path)]
-    if spec is not None:
-        claimed = [path for path in claimed if load_claims(path)[0] == spec]
-    return [v for path in claimed for v in evaluate(path, exports)]
+    claimed = [load_claims(path) for path in paths if _has_claims(path)]
+    return [v for name, predictions, preconditions in claimed if spec in (None, name)
+            for v in decide_all(name, predictions, preconditions, exports)]
 
 
 def _has_claims(path: Path) -> bool:

@@ -22,8 +22,10 @@ seen again). Every ``check_every`` steps it reads, on held-out summaries from th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -167,10 +169,12 @@ def probe_loss(policy: Policy, batch: Summaries, allowed: Tensor) -> Tensor:
 
 @torch.no_grad()
 def check(policy: Policy, held: Summaries, allowed: Tensor) -> dict[str, float]:
-    """The probe's held-out reading (the module's docstring): keep, greedy, key, value and attention."""
+    """The probe's held-out reading (the module's docstring): keep, greedy, key, value and attention, from one
+    forward pass."""
     policy.eval()
-    weights = attention_to(policy, held)
-    logp, target = summary_logprobs(policy, held, allowed)
+    with captured_qkv(policy) as qkv:
+        logp, target = summary_logprobs(policy, held, allowed)
+    weights = attention_from(qkv, held, policy.config.n_head)
     right = logp.argmax(-1) == target  # (N, 2)
     out = {
         "keep": float(logp.gather(-1, target[..., None]).sum(dim=(1, 2)).exp().mean()),
@@ -187,23 +191,35 @@ def check(policy: Policy, held: Summaries, allowed: Tensor) -> dict[str, float]:
     return out
 
 
-def attention_to(policy: Policy, batch: Summaries) -> list[tuple[float, float]]:
-    """Per layer: the attention from each summary's key token onto the cued fact's value, and onto the other
-    facts' values together, each the largest over heads, averaged over the summaries whose context states the
-    cued fact (recomputed from each layer's q and k)."""
+@contextlib.contextmanager
+def captured_qkv(policy: Policy) -> Iterator[list[Tensor]]:
+    """Each layer's fused q, k, v projection (B, T, 3C) from the forward passes run inside the block."""
     captured: list[Tensor] = []
     hooks = [cast(Block, block).attn.qkv.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
              for block in policy.blocks]
     try:
-        policy(batch.tokens)
+        yield captured
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def attention_to(policy: Policy, batch: Summaries) -> list[tuple[float, float]]:
+    """:func:`attention_from` of one forward pass over ``batch``."""
+    with captured_qkv(policy) as qkv:
+        policy(batch.tokens)
+    return attention_from(qkv, batch, policy.config.n_head)
+
+
+def attention_from(captured: list[Tensor], batch: Summaries, heads: int) -> list[tuple[float, float]]:
+    """Per layer: the attention from each summary's key token onto the cued fact's value, and onto the other
+    facts' values together, each the largest over heads, averaged over the summaries whose context states the
+    cued fact (recomputed from each layer's q and k, ``captured`` by :func:`captured_qkv`)."""
     has = batch.source >= 0
     rows, at, source = torch.arange(len(batch))[has], batch.at[has], batch.source[has]
-    heads, C = policy.config.n_head, policy.config.d_model
     out = []
     for qkv in captured:
+        C = qkv.shape[-1] // 3
         q = qkv[rows, at, :C].view(-1, heads, C // heads)  # (N, H, D): the query of the key token
         k = qkv[rows, :, C : 2 * C].view(len(rows), -1, heads, C // heads)  # (N, T, H, D)
         scores = torch.einsum("nhd,nthd->nht", q, k) / math.sqrt(C // heads)
@@ -215,6 +231,20 @@ def attention_to(policy: Policy, batch: Summaries) -> list[tuple[float, float]]:
     return out
 
 
+def training_batches(cfg: RunConfig, budget: ProbeBudget, seed: int) -> Iterator[Summaries]:
+    """Endless full batches of fresh demonstrations: a chunk of ``chunk_episodes`` episodes at a time, each
+    chunk shuffled for ``passes`` passes, a pass's remainder dropped."""
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        pool = demonstrations(cfg, budget.chunk_episodes, int(rng.integers(0, cfg.train_seed_limit
+                                                                           - budget.chunk_episodes)))
+        for _ in range(budget.passes):
+            order = torch.randperm(len(pool), generator=gen)
+            for first in range(0, len(pool) - budget.batch + 1, budget.batch):
+                yield pool.take(order[first : first + budget.batch])
+
+
 def run_probe(cfg: RunConfig, setting: ProbeSetting, budget: ProbeBudget) -> ProbeResult:
     """Train one probe; its result row and its checks' history (one row per check)."""
     start = time.perf_counter()
@@ -224,36 +254,24 @@ def run_probe(cfg: RunConfig, setting: ProbeSetting, budget: ProbeBudget) -> Pro
     allowed = summary_allowed(cfg)
     held = demonstrations(cfg, episodes=budget.check_summaries, seed=check_seed(cfg.replace(seed=setting.seed)))
     held = held.take(torch.arange(min(len(held), budget.check_summaries)))
-    rng = np.random.default_rng(setting.seed)
-    gen = torch.Generator().manual_seed(setting.seed)
     history: list[dict[str, Any]] = []
     step, reading, diverged = 0, check(policy, held, allowed), False
     history.append({"step": 0, **reading})
-    while step < budget.max_steps and reading["keep"] < budget.target and not diverged:
-        seed = int(rng.integers(0, cfg.train_seed_limit - budget.chunk_episodes))
-        pool = demonstrations(cfg, budget.chunk_episodes, seed)
-        for _ in range(budget.passes):
-            order = torch.randperm(len(pool), generator=gen)
-            for first in range(0, len(pool) - budget.batch + 1, budget.batch):
-                if step >= budget.max_steps:
-                    break
-                rows = order[first : first + budget.batch]
-                loss = probe_loss(policy, pool.take(rows), allowed)
-                diverged = not bool(torch.isfinite(loss))
-                if diverged:
-                    break
-                opt.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-                opt.step()
-                step += 1
-                if step % budget.check_every == 0 or step == budget.max_steps:
-                    reading = check(policy, held, allowed)
-                    history.append({"step": step, "loss": float(loss.detach()), **reading})
-                    if reading["keep"] >= budget.target:
-                        break
-            if reading["keep"] >= budget.target or diverged or step >= budget.max_steps:
-                break
+    for batch in training_batches(cfg, budget, setting.seed):
+        if step >= budget.max_steps or reading["keep"] >= budget.target:
+            break
+        loss = probe_loss(policy, batch, allowed)
+        diverged = not bool(torch.isfinite(loss))
+        if diverged:
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % budget.check_every == 0 or step == budget.max_steps:
+            reading = check(policy, held, allowed)
+            history.append({"step": step, "loss": float(loss.detach()), **reading})
     best = max(h["keep"] for h in history)
     row = {**asdict(setting), "learnt": reading["keep"] >= budget.target, "diverged": diverged, "steps": step,
            **reading, "best_keep": best, "held_out": len(held), "max_steps": budget.max_steps,
