@@ -46,6 +46,10 @@ SUMMARY_HOLDS_CUED = "summary_holds_cued"
 """Share of summaries holding the fact the cue names (a task with a cue; NaN elsewhere)."""
 SUMMARY_HOLDS_UNCUED = "summary_holds_uncued"
 """Share of summaries holding at least one fact the cue does not name (a task with a cue; NaN elsewhere)."""
+SUMMARY_HOLDS = {"answer": SUMMARY_HOLDS_ANSWER, "cued": SUMMARY_HOLDS_CUED, "uncued": SUMMARY_HOLDS_UNCUED}
+"""What a task's summary probe (``Instances.summary_holds``) reports, by key, and each share's metric name: the
+harness counts the keys a task reports and the episodes they apply to, and knows no task. A new task metric
+is a key here and in the task's probe."""
 SUMMARY_CUT = "summary_cut"
 """Share of summaries that reached ``harness.summary_budget`` without their end token (0 for fixed-length
 summaries, which are never cut)."""

@@ -7,7 +7,7 @@ Optuna style: ``"`task.noise=1.5` is invalid; choose a value in [0, 1]"``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -53,6 +53,16 @@ class TaskConfig(Section):
     <0 pads the hard ones; |value| scales the padding. 0 pads nothing."""
     corr_pad_tokens: Annotated[int, Field(ge=0, le=TOKENS)] = 8
     """Extra distractor tokens per observation at ``|compaction_reward_corr| = 1``."""
+
+    SUMMARY_MODES: ClassVar[tuple[str, ...]] = ("relevant", "recency", "oracle")
+    """How this task's solver can summarise (the reference agents' modes, ``simlab.harness.agents.SUMMARY_MODES``):
+    every task's solver has these three."""
+
+    def summary_mode_refusal(self, mode: str) -> str | None:
+        """Why this task's solver cannot summarise in ``mode`` under these settings, or None where it can."""
+        if mode not in self.SUMMARY_MODES:
+            return f"the task's solver summarises by {list(self.SUMMARY_MODES)}, not {mode!r}"
+        return None
 
     def check(self) -> None:
         """The bounds that depend on the task's structure (``min_content``, ``min_obs_tokens``)."""
@@ -119,6 +129,15 @@ class KeyRecallConfig(TaskConfig):
     the keys outnumber the facts) and the filler, drawn from every content id (as before the setting existed).
     ``False``: the prompt carries no count and the filler only value ids (the same draws, folded onto them), so
     a key id in a context is a fact's, the cue's or the query's: the prompt cue is a plain lookup."""
+
+    SUMMARY_MODES = (*TaskConfig.SUMMARY_MODES, "cued", "random")
+    """Also ``cued`` (keep the fact the cue names) and ``random`` (facts in a random order)."""
+
+    def summary_mode_refusal(self, mode: str) -> str | None:
+        """``cued`` keeps the fact the cue names, so it needs a cue."""
+        if mode == "cued" and self.cue_reliability is None:
+            return "it keeps the fact the cue names, and this task has none; set task.cue_reliability"
+        return super().summary_mode_refusal(mode)
 
     def min_content(self) -> int:
         """Two content tokens per fact (a key and its value), for at least two facts."""

@@ -169,7 +169,7 @@ class KeyRecallSolver(FactSolver):
     floor).
     """
 
-    MODES = ("relevant", "recency", "oracle", "cued", "random")
+    MODES = KeyRecallConfig.SUMMARY_MODES
 
     def __init__(self, cfg: KeyRecallConfig) -> None:
         super().__init__(key_tokens(cfg), value_tokens(cfg))

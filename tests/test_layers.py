@@ -99,6 +99,18 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert wrong == []
 
 
+def test_the_harness_imports_no_task():
+    """The harness reads tasks through their protocols (the solver, ``Instances.summary_holds``, a task config's
+    ``summary_mode_refusal``): it imports the shared task modules, never one task's."""
+    shared = {"simlab.tasks", "simlab.tasks.vocab", "simlab.tasks.config", "simlab.tasks.shells",
+              "simlab.tasks.presets"}
+    wrong = [f"{module}:{line} imports {target}" for module, path in source_modules().items()
+             if module.startswith("simlab.harness")
+             for target, line in _imports(ast.parse(path.read_text(encoding="utf-8")))
+             if target.startswith("simlab.tasks") and not {target, target.rsplit(".", 1)[0]} & shared]
+    assert wrong == []
+
+
 def test_only_the_sweep_imports_optuna_and_only_tracking_imports_mlflow() -> None:
     wrong = []
     for module, path in source_modules().items():

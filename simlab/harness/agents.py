@@ -24,6 +24,7 @@ from simlab.errors import ConfigError
 from simlab.harness.protocol import Agent, Generation, Phase, Request
 from simlab.registry import Registry
 from simlab.tasks import vocab
+from simlab.tasks.config import TaskConfig
 
 AgentFactory = Callable[..., Agent]
 AGENTS: Registry[AgentFactory] = Registry("agent")
@@ -49,7 +50,7 @@ SUMMARY_MODES: dict[str, tuple[str, str]] = {
 }
 """How each solver agent summarises: (the solver's mode with probability q, its mode otherwise). An agent
 whose two modes are one draws nothing."""
-EVERY_SOLVER = ("relevant", "recency", "oracle")
+EVERY_SOLVER = TaskConfig.SUMMARY_MODES
 """Summary modes every task's solver has; the others are listed in a solver's ``MODES`` (KeyRecall)."""
 
 
@@ -208,15 +209,12 @@ AGENTS.add("cued", _cued)
 AGENTS.add("any_fact", _any_fact)
 
 
-def agent_fits(name: str, task: Any) -> str | None:
-    """Why the reference agent ``name`` cannot play ``task`` (a task config), or None when it can: the cue
-    agents summarise by a KeyRecall fact, and ``cued`` needs the cue it keeps."""
-    if name not in ("cued", "any_fact"):
-        return None
-    if "cue_reliability" not in type(task).model_fields:
-        return f"agent {name!r} keeps KeyRecall facts; choose a KeyRecall task or another agent"
-    if name == "cued" and task.cue_reliability is None:
-        return "agent 'cued' keeps the fact the cue names, and this task has none; set task.cue_reliability"
+def agent_fits(name: str, task: TaskConfig) -> str | None:
+    """Why the reference agent ``name`` cannot play ``task``, or None when it can: the task says which of the
+    agent's summary modes (:data:`SUMMARY_MODES`) its solver lacks under its settings."""
+    for mode in SUMMARY_MODES.get(name, ()):
+        if (why := task.summary_mode_refusal(mode)) is not None:
+            return f"agent {name!r} summarises by {mode!r}: {why}; choose another agent or task"
     return None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from simlab.arrays import IntArray
 from simlab.harness.protocol import ACTION_TURN, Phase
-from simlab.harness.state import LoopState, RolloutState, WrittenSummary, answer_tokens, fact_tokens
+from simlab.harness.state import LoopState, RolloutState, SummaryProbe, WrittenSummary, summary_probe
 from simlab.tasks import vocab
 
 
@@ -76,15 +76,13 @@ def _summarise(loop: LoopState, ids: list[int]) -> dict[int, WrittenSummary]:
     v_sum = list(cfg.v_sum_tokens)
     toks, lp, vals = loop.ask(Phase.SUMMARY, ids, [loop.rolls[i].ctx + v_sum for i in ids], cfg.summary_room,
                               loop.masks["summary"], loop.writer, "summariser", stop_token=stop)
-    answers = answer_tokens(loop.env)
-    facts, cued = fact_tokens(loop.env)
+    probe = summary_probe(loop.env)
     own = loop.writer_is_actor
     out: dict[int, WrittenSummary] = {}
     for r, i in enumerate(ids):
         written, kept = summary_extent(toks[r], stop)
         content, cut = toks[r, :kept], stop is not None and written == kept
-        _record(loop.rolls[i], content, cut, None if answers is None else answers[i],
-                None if facts is None else facts[i], -1 if cued is None else int(cued[i]))
+        _record(loop.rolls[i], content, cut, probe, i)
         out[i] = WrittenSummary(toks[r, :written].tolist(), lp[r, :written] if (own and lp is not None) else None,
                                 vals[r, :written] if (own and vals is not None) else None, kept, cut)
     return out
@@ -99,20 +97,16 @@ def summary_extent(tokens: IntArray, stop: int | None) -> tuple[int, int]:
     return (int(ends[0]) + 1, int(ends[0])) if ends.size else (tokens.size, tokens.size)
 
 
-def _record(ro: RolloutState, content: IntArray, cut: bool, answer: int | None, facts: IntArray | None,
-            cued: int) -> None:
-    """Count one summary and what it holds: its length, whether it was cut at its budget, the asked answer,
-    the cued fact, any other fact."""
+def _record(ro: RolloutState, content: IntArray, cut: bool, probe: SummaryProbe | None, i: int) -> None:
+    """Count one summary of env ``i``: its length, whether it was cut at its budget, and what the task's probe
+    says it holds (the asked answer, the cued fact, another fact)."""
     ro.summaries += 1
     ro.summaries_cut += int(cut)
     ro.summary_lengths.append(int(content.size))
-    ro.summaries_with_answer += int(answer is not None and bool((content == answer).any()))
-    if facts is None or cued < 0:
-        return
-    held = np.isin(facts, content)
-    ro.cued_summaries += 1
-    ro.summaries_with_cued += int(held[cued])
-    ro.summaries_with_uncued += int(np.delete(held, cued).any())
+    for key, held in ({} if probe is None else probe.summary_holds(i, content)).items():
+        counts = ro.summary_holds.setdefault(key, [0, 0])
+        counts[0] += 1
+        counts[1] += int(held)
 
 
 def _append_summary(loop: LoopState, ro: RolloutState, summary: WrittenSummary) -> None:

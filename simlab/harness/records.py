@@ -5,7 +5,8 @@ each rollout (:class:`RolloutRecord`), and the batch of both with the credit lay
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -67,15 +68,11 @@ class RolloutRecord:
     """Context length right after each env step (before any compaction)."""
     summaries: int = 0
     """Summaries written for it (by the agent or a frozen summariser)."""
-    summaries_with_answer: int = 0
-    """Of those, how many contain the episode's answer token: a ground-truth check of summary quality
-    for tasks whose answer is a stated token (KeyRecall, PeekRead); 0 for envs without instances."""
-    cued_summaries: int = 0
-    """Of those, how many were written in an episode with a cue (KeyRecall with ``cue_reliability``)."""
-    summaries_with_cued: int = 0
-    """Of those, how many hold the value of the fact the cue names."""
-    summaries_with_uncued: int = 0
-    """Of those, how many hold the value of at least one fact the cue does not name."""
+    summary_holds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Of those, by each key the task's summary probe reports (:data:`simlab.names.SUMMARY_HOLDS`): how many
+    summaries it applied to and how many held it (``answer``: the episode's answer token, a ground-truth check
+    of summary quality; ``cued``/``uncued``: with a cue, the fact it names, another fact). Empty for an env
+    without a probe."""
     summaries_cut: int = 0
     """Of those, how many reached ``harness.summary_budget`` without their end token (cut at the cap)."""
     summary_lengths: tuple[int, ...] = ()
@@ -85,6 +82,10 @@ class RolloutRecord:
     """Working context when each compaction that opened a next segment began (what the trigger read), in order."""
     context_after: tuple[int, ...] = ()
     """Context each of those next segments opened with (prompt, summary block, kept tail), in order."""
+
+    def summaries_holding(self, key: str) -> tuple[int, int]:
+        """(summaries the probe's ``key`` applied to, summaries holding it); (0, 0) where it never applied."""
+        return self.summary_holds.get(key, (0, 0))
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,7 +33,6 @@ class RolloutState:
         "context_before",
         "ctx",
         "ctx_lengths",
-        "cued_summaries",
         "finished",
         "logp",
         "opt",
@@ -49,9 +48,7 @@ class RolloutState:
         "steps",
         "summaries",
         "summaries_cut",
-        "summaries_with_answer",
-        "summaries_with_cued",
-        "summaries_with_uncued",
+        "summary_holds",
         "summary_lengths",
         "values",
     )
@@ -79,10 +76,7 @@ class RolloutState:
         self.segment_id = -1
         self.appended = 0
         self.summaries = 0
-        self.summaries_with_answer = 0
-        self.cued_summaries = 0
-        self.summaries_with_cued = 0
-        self.summaries_with_uncued = 0
+        self.summary_holds: dict[str, list[int]] = {}  # key -> [summaries it applied to, summaries holding it]
         self.summaries_cut = 0
         self.summary_lengths: list[int] = []
         self.context_before: list[int] = []
@@ -157,23 +151,20 @@ class RolloutState:
         return [self.ctx[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def answer_tokens(env: Any) -> IntArray | None:
-    """Each env's current answer token, for simlab tasks (their instances are known); else None.
+class SummaryProbe(Protocol):
+    """What a task offers to say what a summary holds (simlab tasks' ``Instances``)."""
 
-    Read while a summary is written: the episode is still running, so the env has not reset it yet.
-    """
+    def summary_holds(self, i: int, content: IntArray) -> Mapping[str, bool]:
+        """By the keys of :data:`simlab.names.SUMMARY_HOLDS`, whether summary ``content`` of episode ``i``
+        holds each; a key left out does not apply."""
+        ...
+
+
+def summary_probe(env: Any) -> SummaryProbe | None:
+    """The env's summary probe: a simlab task's instances (read while a summary is written, before the
+    episode resets them); None for an env without one."""
     inst = getattr(env, "instances", None)
-    return None if inst is None else np.asarray(inst.answer)
-
-
-def fact_tokens(env: Any) -> tuple[IntArray | None, IntArray | None]:
-    """Each env's fact value tokens (n, F) and the index of its cued fact (n,; -1: none), for tasks whose
-    instances state facts (KeyRecall); ``(None, None)`` elsewhere. Read while a summary is written."""
-    inst = getattr(env, "instances", None)
-    facts = getattr(inst, "facts", None)
-    if facts is None:
-        return None, None
-    return np.asarray(facts), np.asarray(inst.cued)  # type: ignore[union-attr]
+    return inst if callable(getattr(inst, "summary_holds", None)) else None
 
 
 def strip_pad(obs: IntArray) -> list[int]:

@@ -114,20 +114,19 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
 
 def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
     """What the rollouts' summaries were, under :mod:`simlab.names`' keys: their length (mean and quantiles),
-    the share holding the asked fact, and of those written in episodes with a cue, the shares holding the
-    cued fact and holding another one; NaN where none were."""
+    the share cut at their budget, and of the summaries each key of the task's probe applied to
+    (:data:`simlab.names.SUMMARY_HOLDS`: the asked fact; with a cue, the cued fact and another one), the share
+    holding it; NaN where none were."""
     lengths = np.array([n for r in rollouts for n in r.summary_lengths], dtype=np.float64)
     written = sum(r.summaries for r in rollouts)
-    held = sum(r.summaries_with_answer for r in rollouts)
     out = {names.SUMMARY_LENGTH: float(lengths.mean()) if lengths.size else math.nan,
-           names.SUMMARY_HOLDS_ANSWER: held / written if written else math.nan,
            names.SUMMARY_CUT: sum(r.summaries_cut for r in rollouts) / written if written else math.nan}
     for q, key in zip(names.QUANTILES, names.SUMMARY_LENGTH_QUANTILES, strict=True):
         out[key] = float(np.quantile(lengths, q)) if lengths.size else math.nan
-    cued = sum(r.cued_summaries for r in rollouts)
-    for key, field in ((names.SUMMARY_HOLDS_CUED, "summaries_with_cued"),
-                       (names.SUMMARY_HOLDS_UNCUED, "summaries_with_uncued")):
-        out[key] = sum(getattr(r, field) for r in rollouts) / cued if cued else math.nan
+    for key, name in names.SUMMARY_HOLDS.items():
+        applied = sum(r.summaries_holding(key)[0] for r in rollouts)
+        held = sum(r.summaries_holding(key)[1] for r in rollouts)
+        out[name] = held / applied if applied else math.nan
     return out
 
 

@@ -42,7 +42,7 @@ def _lossy_run(loss: float, n: int = 128) -> tuple[list[float], int, int]:
     cfg = HarnessConfig(**{**p.harness, "summariser": "scripted", "summariser_loss": loss})
     rb = run_rollouts(env, "oracle", cfg, seed=3)
     written = sum(r.summaries for r in rb.rollouts)
-    held = sum(r.summaries_with_answer for r in rb.rollouts)
+    held = sum(r.summaries_holding("answer")[1] for r in rb.rollouts)
     return [r.reward for r in rb.rollouts], written, held
 
 

@@ -145,6 +145,45 @@ def test_the_cue_agents_need_a_keyrecall_task():
         make_agent("cued", env)
 
 
+def test_the_task_says_which_agents_its_solver_can_play_and_the_run_refuses_the_others():
+    from simlab.harness.agents import agent_fits
+
+    assert agent_fits("cued", PRESETS["keyrecall-cue"].task) is None
+    assert agent_fits("scripted", PRESETS["peekread-pos"].task) is None
+    assert "summarises by 'cued'" in str(agent_fits("cued", PRESETS["peekread-pos"].task))
+    assert "task.cue_reliability" in str(agent_fits("cued", PRESETS["keyrecall-duo"].task))
+    assert agent_fits("any_fact", PRESETS["keyrecall-duo"].task) is None  # random order needs no cue
+
+
+def test_the_task_probe_says_what_a_summary_holds_by_hand():
+    """KeyRecall instances with facts (values) 20, 21, 22 and the cue on the second: the probe's keys are
+    simlab.names.SUMMARY_HOLDS', and without a cue only ``answer`` applies."""
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=1, config=PRESETS["keyrecall-cue"].task)
+    env.reset(seed=0)
+    inst = env.unwrapped.instances if hasattr(env, "unwrapped") else env.instances
+    facts, cued, answer = inst.facts[0], int(inst.cued[0]), int(inst.answer[0])
+    other = int(facts[(cued + 1) % facts.size])
+    assert inst.summary_holds(0, np.array([0, facts[cued]])) == {"answer": answer == facts[cued], "cued": True,
+                                                                  "uncued": False}
+    assert inst.summary_holds(0, np.array([0, other])) == {"answer": answer == other, "cued": False, "uncued": True}
+    assert set(inst.summary_holds(0, np.array([], dtype=np.int64)).values()) == {False}
+    assert set(names.SUMMARY_HOLDS) == {"answer", "cued", "uncued"}
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=1, config=PRESETS["keyrecall-duo"].task)
+    env.reset(seed=0)
+    assert set(env.instances.summary_holds(0, env.instances.facts[0])) == {"answer"}
+
+
+def test_an_env_without_a_probe_leaves_every_summary_share_unknown():
+    """A plain gymnasium vector env over the single env has no instances to ask: the shares are NaN, not 0."""
+    env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("simlab/KeyRecall-v0",
+                                                                 config=PRESETS["keyrecall-mini"].task)] * 4)
+    preset = PRESETS["keyrecall-mini"]
+    rb = run_rollouts(env, "random", HarnessConfig(**preset.harness), seed=0)
+    assert sum(r.summaries for r in rb.rollouts) > 0 and all(r.summary_holds == {} for r in rb.rollouts)
+    m = rollout_metrics(rb, names.TRAIN)
+    assert all(np.isnan(m[names.metric(names.TRAIN, name)]) for name in names.SUMMARY_HOLDS.values())
+
+
 def test_bad_task_settings_are_refused():
     with pytest.raises(ConfigError, match="cue_reliability"):
         KeyRecallConfig(cue_reliability=1.5)
