@@ -237,8 +237,9 @@ class BaseConfig(Section):
     the longest of them); 0: the step's batch in one padded pass (the base model before issue 21)."""
     teach: Literal["task", "full"] = "task"
     """What the demonstrations are played on: ``task`` (the run's task) or ``full`` (the task with nothing
-    withheld, ``TaskConfig.full_information``: no hard instances, and on PeekRead peeks that show the fact
-    and no fact lost to the coupling). ``full`` teaches the copy of the fact on every demonstration, where
+    withheld, ``TaskConfig.full_information``: no hard instances, on PeekRead peeks that show the fact and
+    no fact lost to the coupling, on KeyRecall with a cue a cue that always names the asked fact, so the
+    cue's doses share one base model per seed). ``full`` teaches the copy of the fact on every demonstration, where
     the real task shows it in only some; the route choice stays the teacher's."""
     compact_demos: bool = True
     """Collect demonstrations under the ``policy`` trigger so the base model also learns when to emit

@@ -7,7 +7,7 @@ Optuna style: ``"`task.noise=1.5` is invalid; choose a value in [0, 1]"``.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field
 
@@ -101,7 +101,7 @@ class TaskConfig(Section):
         observation but are left out of the window check: a harness meets them with its discard rule."""
         return 0
 
-    def full_information(self) -> TaskConfig:
+    def full_information(self) -> Self:
         """The task with nothing withheld (no hard instances): what ``base.teach = "full"`` demonstrates on."""
         return self.replace(hard_frac=0.0)
 
@@ -132,6 +132,13 @@ class KeyRecallConfig(TaskConfig):
 
     SUMMARY_MODES = (*TaskConfig.SUMMARY_MODES, "cued", "random")
     """Also ``cued`` (keep the fact the cue names) and ``random`` (facts in a random order)."""
+
+    def full_information(self) -> KeyRecallConfig:
+        """No hard instances, and with a cue, a cue that always names the asked fact (``cue_reliability = 1``):
+        every cue dose teaches on the same task, so arms that differ only in the dose share a base model per
+        seed under ``base.teach = "full"`` (the summariser experiments' paired design)."""
+        full = super().full_information()
+        return full if self.cue_reliability is None else full.replace(cue_reliability=1.0)
 
     def summary_mode_refusal(self, mode: str) -> str | None:
         """``cued`` keeps the fact the cue names, so it needs a cue."""

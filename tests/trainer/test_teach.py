@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simlab.cli import app
-from simlab.config import resolve
+from simlab.config import RunConfig, resolve
 from simlab.train.rollouts import collect
 
 ROUTES = {"task": {"preset": "peekread-routes-c100"}}
@@ -38,6 +38,18 @@ def test_full_information_is_its_own_base_model_and_shared_across_the_coupling()
     assert resolve({**ROUTES, "task": {**ROUTES["task"], "burst_prob": 0.3}}).base_key() != full.base_key()
     assert full.base_task() == full.task.full_information()
     assert (full.base_task().read_payoff, full.base_task().coupling) == (0.0, 0.0)
+
+
+def test_every_cue_dose_shares_one_base_model_taught_on_the_reliable_cue() -> None:
+    """Under ``base.teach = "full"`` the cue's doses (keyrecall-mark at rho 0, 0.5, 1) clone one base per seed,
+    taught where the cue always names the asked fact; under ``task`` each dose has its own."""
+    def cfg(rho: float, teach: str = "full") -> RunConfig:
+        return resolve({"task": {"preset": "keyrecall-mark", "cue_reliability": rho},
+                        "base": {"teacher": "cued", "quality": 0.8, "teach": teach}})
+    assert len({cfg(rho).base_key() for rho in (0.0, 0.5, 1.0)}) == 1
+    assert len({cfg(rho, "task").base_key() for rho in (0.0, 0.5, 1.0)}) == 3
+    assert cfg(0.0).base_task().cue_reliability == 1.0 and cfg(0.0).task.cue_reliability == 0.0
+    assert resolve({"task": {"preset": "keyrecall-duo"}}).task.full_information().cue_reliability is None
 
 
 def test_a_teacher_plays_the_teaching_task_and_the_policy_the_real_one() -> None:
