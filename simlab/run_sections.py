@@ -86,6 +86,10 @@ class TrainConfig(Section):
     tokens (``simlab.credit.separated_loss_weights``)."""
     summary_weight: NonNegative = 1.0
     """w_sum of ``summary_loss='separate'``: the weight of the summary tokens' own loss, a finite number >= 0."""
+    answer_loss: Literal["train", "mask"] = "train"
+    """The answer tokens the policy writes: ``train`` them with the outcome's advantage, or ``mask`` their loss
+    (weight 0, out of every normaliser's denominators, as ``summary_loss='mask'`` does for summaries): the
+    answer stays the base model's, so what RL changes is what the summaries and actions give it to read."""
     baseline: Annotated[str, Names(lambda: BASELINES)] = "all"
     """Group estimators: which rollouts enter the group's mean and std, ``all`` or ``finished`` (invalid,
     overlong rollouts out of the baseline, NeMo-RL #4078); every rollout still gets an advantage."""
@@ -189,6 +193,10 @@ class TrainConfig(Section):
         if self.summary_weight != 1.0 and self.summary_loss != "separate":
             raise self.invalid("summary_weight", f"summary_loss={self.summary_loss!r} has no summary loss of its own "
                                "to weigh; choose 1.0 or set train.summary_loss='separate'")
+        if self.answer_loss == "mask" and self.summary_loss == "separate":
+            raise self.invalid("answer_loss", "summary_loss='separate' normalises every token that is not a summary "
+                               "token as the action loss; choose 'train' or set train.summary_loss to 'train' or "
+                               "'mask'", involves=("train.summary_loss",))
         if self.cost_coef > 0 and COSTS.canonical(self.cost) == "none":
             raise self.invalid("cost_coef", "cost='none' has nothing to scale; choose 0 or set train.cost")
         if self.frac_spread > 0 and self.threshold_draw == "fixed":

@@ -28,6 +28,7 @@ from simlab.credit import SegmentBatch
 from simlab.harness import RolloutBatch
 from simlab.harness.config import draw_fracs
 from simlab.harness.phases import phase_table
+from simlab.harness.protocol import Phase
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy, critic_from
 from simlab.train.rollouts import collect, group_metrics, rollout_metrics
@@ -38,7 +39,7 @@ from simlab.train.tokens import (
     from_token_grid,
     keys_attended,
     length_buckets,
-    not_summary,
+    outside_phases,
     padded_minibatches,
     score,
     score_in,
@@ -169,7 +170,9 @@ class Trainer:
         if t.whiten:
             adv = credit.whiten(adv, batch.token_mask)
         options = {"overlong_mask": t.overlong_mask, "row_weight": t.row_weight}
-        token_mask = None if t.summary_loss == "train" else not_summary(batch, tb)
+        masked = tuple(phase for phase, off in ((Phase.SUMMARY, t.summary_loss != "train"),
+                                                (Phase.ANSWER, t.answer_loss == "mask")) if off)
+        token_mask = outside_phases(batch, tb, masked) if masked else None
         if token_mask is not None and t.summary_loss == "separate":
             weights = credit.separated_loss_weights(batch, t.normaliser, summary=batch.token_mask & ~token_mask,
                                                     summary_weight=t.summary_weight, **options)

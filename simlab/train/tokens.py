@@ -119,10 +119,12 @@ def from_token_grid(values: Tensor, batch: SegmentBatch, tb: TokenBatch) -> np.n
     return grid
 
 
-def not_summary(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:
-    """(S, max_optimised) True on the batch's optimised tokens that are not summary tokens."""
-    summary = from_token_grid((tb.phase == int(Phase.SUMMARY)).float(), batch, tb) > 0.5
-    return batch.token_mask & ~summary
+def outside_phases(batch: SegmentBatch, tb: TokenBatch, phases: tuple[Phase, ...]) -> np.ndarray:
+    """(S, max_optimised) True on the batch's optimised tokens of no phase in ``phases``."""
+    inside = torch.zeros_like(tb.phase, dtype=torch.bool)
+    for phase in phases:
+        inside |= tb.phase == int(phase)
+    return batch.token_mask & ~(from_token_grid(inside.float(), batch, tb) > 0.5)
 
 
 def keys_attended(batch: SegmentBatch, tb: TokenBatch) -> np.ndarray:

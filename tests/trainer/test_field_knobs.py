@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from simlab import names
 from simlab.cli import app
 from simlab.config import resolve
+from simlab.errors import ConfigError
 from simlab.harness import Phase
 from simlab.policy.model import Policy
 from simlab.sinks import JsonlSink, read_metrics
@@ -50,6 +51,26 @@ def test_masked_summary_tokens_get_no_weight_and_leave_the_denominator():
     assert float(w.sum()) == pytest.approx(1.0)  # token-mean over the tokens that still count
     _, _, trained = credit_of(trainer(summary_loss="train", overlong_mask=False))
     assert (trained["weights"][summary] > 0).all()
+
+
+@pytest.mark.parametrize("summary_loss", ["train", "mask"])
+def test_masked_answer_tokens_get_no_weight_and_leave_the_denominator(summary_loss: str):
+    """``train.answer_loss = "mask"``: the answer tokens weigh 0 and the token mean runs over the rest (with the
+    summaries masked too where ``summary_loss`` says so); the trained answer weighs what every token does."""
+    _, tb, grids = credit_of(trainer(answer_loss="mask", summary_loss=summary_loss, overlong_mask=False))
+    answer = (tb.phase == int(Phase.ANSWER)) & tb.optimised
+    summary = (tb.phase == int(Phase.SUMMARY)) & tb.optimised
+    assert answer.any() and summary.any(), "the tiny task must answer and compact for this test to mean anything"
+    w = grids["weights"]
+    off = answer | summary if summary_loss == "mask" else answer
+    assert not w[off].any() and (w[tb.optimised & ~off] > 0).all()
+    assert float(w.sum()) == pytest.approx(1.0)
+    assert float(w[tb.optimised & ~off].min()) == pytest.approx(1 / int((tb.optimised & ~off).sum()))
+
+
+def test_a_masked_answer_with_a_separate_summary_loss_is_refused():
+    with pytest.raises(ConfigError, match=r"`train.answer_loss='mask'` is invalid; summary_loss='separate'"):
+        resolve(tiny(train={"answer_loss": "mask", "summary_loss": "separate"}))
 
 
 def test_a_separate_summary_loss_gives_the_summaries_their_own_weight():
@@ -107,6 +128,7 @@ BAD = [
     ("train.normaliser=seq-mean", "`train.normaliser='seq-mean'` is invalid; choose one of"),
     ("train.baseline=valid", "`train.baseline='valid'` is invalid; choose one of 'all', 'finished'"),
     ("train.summary_loss=drop", "`train.summary_loss='drop'` is invalid; choose one of 'train', 'mask'"),
+    ("train.answer_loss=drop", "`train.answer_loss='drop'` is invalid; choose one of 'train', 'mask'"),
     ("train.ratio=sequence", "`train.ratio='sequence'` is invalid; choose one of 'token', 'segment'"),
     ("train.cost=time", "`train.cost='time'` is invalid; choose one of 'none', 'tokens'"),
     ("train.cost_coef=-0.1", "`train.cost_coef=-0.1` is invalid; choose a finite value >= 0"),
