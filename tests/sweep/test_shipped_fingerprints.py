@@ -68,6 +68,7 @@ PINNED = {
     'summaries/duo-credit': 'ac021628bfe31089',
     'summaries/length': 'bd6d04c938b6cef0',
     'summaries/relevance': '18e146fedc769434',
+    'summaries/relevance-paired': 'fa6e1f6a291f6f9e',
     'threshold': 'da315df9aa4355af',
 }
 
