@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from simlab import smoke, stores, tracking
+from simlab import stores, tracking
 from simlab.sweep import load_spec
 from simlab.sweep.backend import DEFAULT_BACKEND, load_backend
 from simlab.sweep.runner import SweepResult, run_sweep
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
 
-    spec = trimmed(smoke.shrink_spec(load_spec(args.spec)), args.cells)  # $SIMLAB_SMOKE: one seed, tiny runs
+    spec = trimmed(load_spec(args.spec).at_smoke_size(), args.cells)  # $SIMLAB_SMOKE: one seed, tiny runs
     backend = load_backend(args.backend)
     if backend.prepare is not None:  # the cached base checkpoints: shared, never part of a trial
         t0 = time.perf_counter()

@@ -8,14 +8,9 @@ commands this way (``tests/test_docs.py``). The sizes are caps: a smaller value 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from simlab.sweep.spec import SweepSpec
-
+from typing import Any
 
 ENV = "SIMLAB_SMOKE"
 """The environment variable; any value but empty or ``0`` turns smoke size on."""
@@ -26,7 +21,7 @@ CAPS: dict[str, dict[str, int]] = {
 }
 """section -> setting -> the most it may be at smoke size."""
 SEEDS = 1
-"""Seeds a sweep keeps at smoke size (its first ones)."""
+"""Seeds a sweep keeps at smoke size (its first ones; ``SweepSpec.at_smoke_size``)."""
 TRIALS = 2
 """Trials a sampled (tpe) sweep runs at most at smoke size."""
 
@@ -44,11 +39,3 @@ def caps(value_of: Callable[[str], Any]) -> dict[str, int]:
         return {}
     return {f"{name}.{key}": min(value_of(f"{name}.{key}"), cap) for name, section in CAPS.items()
             for key, cap in section.items()}
-
-
-def shrink_spec(spec: SweepSpec) -> SweepSpec:
-    """A sweep spec at smoke size when smoke size is on: its first :data:`SEEDS` seed(s) and at most
-    :data:`TRIALS` sampled trials (a grid keeps every cell)."""
-    if not on():
-        return spec
-    return dataclasses.replace(spec, seeds=tuple(spec.seeds[:SEEDS]), plan=spec.plan.at_most(TRIALS))

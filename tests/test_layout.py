@@ -1,11 +1,12 @@
-"""House style, over the whole house: a function reads in one screen, and a module holds one concept.
+"""House style, over the whole house: a function reads in one screen.
 
 - **Functions**: none in simlab (the tasks and the analysis included, through their links), tests/ or
   benchmarks/ is over 60 lines (its signature and docstring included) unless its docstring says why, in a
   sentence that starts with ``Long because``.
-- **Modules**: none of simlab's is over 400 lines (tests and benchmarks are not held to it).
+- **Modules** have no cap (issue 54): a module holds one concept at whatever length it takes; a line count
+  decided placement (stores.py sat at exactly the old 400).
 
-:data:`KNOWN` names what is over a cap today and who owns it; it may only shrink.
+:data:`KNOWN` names what is over the cap today and who owns it; it may only shrink.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import simlab
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_LIMIT = 60
-MODULE_LIMIT = 400
 KNOWN = {
     # the kill-and-resume stories of the sweep's scale-out tests, left whole while issue 33 pins tests/sweep
     "tests/sweep/test_cluster.py:test_three_workers_one_killed_on_another_host",
@@ -48,33 +48,19 @@ def _functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, int]
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def _module_lines() -> dict[str, int]:
-    return {shown: len(path.read_text(encoding="utf-8").splitlines()) for shown, path in _files()}
-
-
 def long_functions() -> list[str]:
     return [f"{shown}:{node.lineno} {node.name} ({lines} lines)" for shown, node, lines in _functions()
             if lines > FUNCTION_LIMIT and "Long because" not in (ast.get_docstring(node) or "")
             and f"{shown}:{node.name}" not in KNOWN]
 
 
-def long_modules() -> list[str]:
-    return [f"{shown} ({lines} lines)" for shown, lines in _module_lines().items()
-            if lines > MODULE_LIMIT and shown not in KNOWN and not shown.startswith(("tests/", "benchmarks/"))]
-
-
 def test_no_long_function_without_a_reason() -> None:
     assert long_functions() == [], "split these into phase functions, or say why in the docstring"
-
-
-def test_no_long_module() -> None:
-    assert long_modules() == [], "split these around their concepts"
 
 
 def test_the_known_exceptions_still_exist() -> None:
     """An entry of :data:`KNOWN` that was fixed is taken off the list."""
     over = {f"{shown}:{node.name}" for shown, node, lines in _functions() if lines > FUNCTION_LIMIT}
-    over |= {shown for shown, lines in _module_lines().items() if lines > MODULE_LIMIT}
     assert KNOWN - over == set(), "take these off KNOWN"
 
 

@@ -20,7 +20,7 @@ def test_off_changes_nothing(monkeypatch: pytest.MonkeyPatch, value: str) -> Non
     assert (cfg.base.steps, cfg.base.episodes, cfg.train.steps, cfg.train.prompts) == (300, 4, 40, 16)
     assert (cfg.eval.episodes, cfg.eval.every) == (256, 5)
     spec = load_spec(locate("quick"))
-    assert smoke.shrink_spec(spec) is spec
+    assert spec.at_smoke_size() is spec
 
 
 def test_on_caps_each_size_and_keeps_smaller_values(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,6 +35,6 @@ def test_on_caps_each_size_and_keeps_smaller_values(monkeypatch: pytest.MonkeyPa
 def test_on_keeps_the_first_seed_and_every_cell(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = load_spec(locate("quick"))
     monkeypatch.setenv(smoke.ENV, "yes")
-    small = smoke.shrink_spec(spec)
+    small = spec.at_smoke_size()
     assert spec.seeds == (40, 41, 42, 43) and small.seeds == (40,)
     assert small.grid_points() == spec.grid_points() and small.n_trials is None

@@ -43,11 +43,11 @@ HeartbeatOpt = Annotated[
 def _open_spec(spec: str, storage: str | None, tracking_uri: str | None) -> Any:
     """The spec (at smoke size under ``$SIMLAB_SMOKE``), with both stores checked before the heavy imports
     (a bad store exits 2 within seconds)."""
-    from simlab import smoke, stores
+    from simlab import stores
     from simlab.sweep import load_spec
     from simlab.sweep.shipped import locate
 
-    parsed = smoke.shrink_spec(load_spec(locate(spec)))
+    parsed = load_spec(locate(spec)).at_smoke_size()
     stores.preflight(storage, tracking_uri, stores.home())
     return parsed
 

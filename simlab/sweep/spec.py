@@ -16,11 +16,12 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
+from simlab import smoke
 from simlab.rules import COUNT_MAX, TABLE, Real, Says
 from simlab.schema import flatten
 from simlab.sweep.labels import VARIANT_KEY
@@ -164,6 +165,14 @@ class SweepSpec:
     def cells(self) -> list[Cell]:
         """Grid points x seeds (sampler ``grid``)."""
         return [Cell(point, seed) for point in self.grid_points() for seed in self.seeds]
+
+    def at_smoke_size(self) -> SweepSpec:
+        """The spec at smoke size when ``$SIMLAB_SMOKE`` turns it on (:mod:`simlab.smoke`): its first
+        :data:`~simlab.smoke.SEEDS` seed(s) and at most :data:`~simlab.smoke.TRIALS` sampled trials (a grid
+        keeps every cell); itself otherwise."""
+        if not smoke.on():
+            return self
+        return replace(self, seeds=tuple(self.seeds[:smoke.SEEDS]), plan=self.plan.at_most(smoke.TRIALS))
 
     def fingerprint(self) -> str:
         """Hash of everything that defines what a cell means (not ``seeds``, ``n_trials`` or ``pruner``).
