@@ -40,12 +40,14 @@ def test_the_findings_page_quotes_the_table_the_exports_give(found: fd.Findings)
         "docs/findings.md's table differs from `simlab findings --source exports`: paste the new table")
 
 
-def test_the_readme_quotes_finding_2_as_the_exports_give_it(found: fd.Findings) -> None:
+def test_the_readme_and_the_results_quote_finding_2_as_the_exports_give_it(found: fd.Findings) -> None:
     row = next(r for r in found.rows if r["id"] == "2c100")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    results = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     quoted = f"{row['difference']:.1f} ± {row['se']:.1f}"
-    assert f"2c100: {quoted}, Holm p {row['p_holm']:.3f}" in readme, quoted
-    assert f"found {quoted} at c = 1" in readme, quoted
+    assert f"2c100: {quoted}, Holm p {row['p_holm']:.3f}" in results, quoted
+    assert f"found {quoted} at c = 1" in results, quoted
+    assert f"measured it {quoted.lstrip('-')} points below" in " ".join(readme.split()), quoted
 
 
 def _summary_table():
@@ -76,7 +78,7 @@ def test_the_summaries_page_quotes_its_experiments_as_the_exports_give_them(expe
 
 
 def _main_job_arm(data: SpecData, variant: str, statistic: Statistic) -> Arm:
-    """One arm of the README's main job from its exports: per-episode compacted success, by seed."""
+    """One arm of the main job (docs/results.md) from its exports: per-episode compacted success, by seed."""
     runs = data.runs.filter(pl.col("variant") == variant).select("run_id", "seed")
     assert data.episodes is not None, "the main job's export has no per-episode outcomes"
     got = outcomes.episode_outcomes(data.episodes, "compacted", statistic)
@@ -87,7 +89,7 @@ def _main_job_arm(data: SpecData, variant: str, statistic: Statistic) -> Arm:
 
 
 def _main_job_row(data: SpecData, variant: str, label: str) -> str:
-    """The README table's row of one arm, as the exports give it."""
+    """The main-job table's row of one arm (docs/results.md), as the exports give it."""
     cells = [label]
     for statistic in ("final", "auc"):
         est = estimate(_main_job_arm(data, variant, statistic))
@@ -99,13 +101,13 @@ def _main_job_row(data: SpecData, variant: str, label: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def test_the_readme_main_job_table_is_what_its_exports_give() -> None:
-    """README.md's table of the main job (`simlab sweep quick`, exported as analysis/findings/quick.*): each
+def test_the_results_main_job_table_is_what_its_exports_give() -> None:
+    """docs/results.md's table of the main job (`simlab sweep quick`, exported as analysis/findings/quick.*): each
     arm's compacted success and AUC with their SE over seeds and instances, segments per episode, the longer
     rollouts' shares, and the paired differences with sigma, p and MDE."""
     data = read_export("quick")
     assert data is not None, "analysis/findings/quick.* is missing"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     rows = [_main_job_row(data, "train.normaliser=token", "token normaliser (SUPO's, the baseline)"),
             _main_job_row(data, "train.normaliser=segment", "segment normaliser (CompactionRL's ablation)")]
     diffs = []
@@ -119,7 +121,7 @@ def test_the_readme_main_job_table_is_what_its_exports_give() -> None:
     rows.append(f"| difference | {m:.1f} ± {se:.1f} ({abs(m) / se:.1f} σ, p {p:.2f} at df {df:.0f}; MDE {mde:.1f} "
                 f"at 80% power) | {m2:.1f} ± {se2:.1f} ({abs(m2) / se2:.1f} σ) | | |")
     for row in rows:
-        assert row in readme, f"README.md's main-job table lacks this row (the exports give it):\n{row}"
+        assert row in readme, f"docs/results.md's main-job table lacks this row (the exports give it):\n{row}"
 
 
 def test_the_summaries_page_quotes_the_base_campaign_as_its_exports_give_it() -> None:
