@@ -284,6 +284,10 @@ EPISODES_TABLE_TAG = "simlab.episodes_table"
 EPISODE_COLUMNS = ("step", "evaluation", "instance", "success", "reward", "segments", "tokens", "overlong")
 """The per-episode table: the RL step evaluated at, the evaluation (``compacted``, ``single_window``), the
 held-out instance seed, success (0/1), reward, segments, trunk tokens processed, and the overlong flag."""
+EPISODE_SUMMARY_COLUMNS = ("summaries", "summaries_holding_answer")
+"""After :data:`EPISODE_COLUMNS` in the per-episode table: the summaries the episode wrote, and how many held
+its answer (the task's summary probe, ``Instances.summary_holds``; null on an env without one), so success can
+be read against summary content. Runs logged before these columns lack them (their readers fill nulls)."""
 KIND_TAG = "mlflow.experimentKind"
 """MLflow 3's UI opens an untyped experiment on its GenAI (traces) overview; this selects the runs view."""
 RUN_COLOR_TAG = "mlflow.runColor"

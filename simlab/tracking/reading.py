@@ -137,4 +137,5 @@ def episodes_table(store: Store, runs: Sequence[Mapping[str, Any]]) -> pl.DataFr
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with ThreadPoolExecutor(HISTORY_THREADS) as pool:
-        return pl.concat(list(pool.map(read, kept)))
+        # diagonal: runs logged before a column existed (names.EPISODE_SUMMARY_COLUMNS) get nulls in it
+        return pl.concat(list(pool.map(read, kept)), how="diagonal_relaxed")

@@ -19,6 +19,7 @@ from simlab import (
 )
 from simlab.config import RunConfig
 from simlab.harness import HarnessConfig, RolloutBatch, make_agent, run_rollouts
+from simlab.harness.records import RolloutRecord
 from simlab.harness.stats import compaction_by_index, summary_content, tied_groups
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
@@ -112,7 +113,8 @@ def cost_metrics(agent: PolicyAgent, episodes: int, prefix: str) -> dict[str, fl
 
 
 def episode_rows(rb: RolloutBatch, evaluation: str, first_instance: int, step: int) -> pl.DataFrame:
-    """One row per held-out episode of an evaluation (:data:`simlab.names.EPISODE_COLUMNS`).
+    """One row per held-out episode of an evaluation (:data:`simlab.names.EPISODE_COLUMNS`, then
+    :data:`simlab.names.EPISODE_SUMMARY_COLUMNS`).
 
     Episode j of an evaluation plays instance ``first_instance + j`` (one rollout per prompt), so the
     arms of a seed and the evaluations of a run line up by instance.
@@ -128,7 +130,16 @@ def episode_rows(rb: RolloutBatch, evaluation: str, first_instance: int, step: i
         "segments": rb.batch.segments_per_rollout.astype(np.int16),
         "tokens": np.array([r.tokens for r in rb.rollouts], dtype=np.int32),
         "overlong": np.array([not r.finished for r in rb.rollouts], dtype=np.bool_),
-    }).select(names.EPISODE_COLUMNS)
+        "summaries": np.array([r.summaries for r in rb.rollouts], dtype=np.int16),
+        "summaries_holding_answer": pl.Series([_holding_answer(r) for r in rb.rollouts], dtype=pl.Int16),
+    }).select(*names.EPISODE_COLUMNS, *names.EPISODE_SUMMARY_COLUMNS)
+
+
+def _holding_answer(rollout: RolloutRecord) -> int | None:
+    """How many of a rollout's summaries held its answer; None where it wrote some and no probe said what they
+    held (an env without ``Instances.summary_holds``)."""
+    applied, held = rollout.summaries_holding("answer")
+    return held if applied or rollout.summaries == 0 else None
 
 
 def evaluate(

@@ -184,6 +184,30 @@ def test_an_env_without_a_probe_leaves_every_summary_share_unknown():
     assert all(np.isnan(m[names.metric(names.TRAIN, name)]) for name in names.SUMMARY_HOLDS.values())
 
 
+def test_the_episode_table_counts_each_episodes_summaries_and_those_holding_its_answer():
+    """Per episode (simlab.names.EPISODE_SUMMARY_COLUMNS): the oracle's summaries all hold the answer, a random
+    writer's some; an env without a probe leaves the count null; an old table without the columns concatenates
+    with a new one (nulls)."""
+    import polars as pl
+
+    from simlab.train.rollouts import episode_rows
+
+    oracle = episode_rows(play("keyrecall-cue", "cued", n=32), "compacted", 100, 0)
+    assert oracle.columns == [*names.EPISODE_COLUMNS, *names.EPISODE_SUMMARY_COLUMNS]
+    assert oracle["summaries"].sum() > 0
+    assert (oracle["summaries_holding_answer"] == oracle["summaries"]).all()
+    floor = episode_rows(play("keyrecall-cue", "any_fact", n=64), "compacted", 100, 0)
+    assert 0 < floor["summaries_holding_answer"].sum() < floor["summaries"].sum()
+    env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("simlab/KeyRecall-v0",
+                                                                 config=PRESETS["keyrecall-mini"].task)] * 4)
+    plain = episode_rows(run_rollouts(env, "random", HarnessConfig(**PRESETS["keyrecall-mini"].harness), seed=0),
+                         "compacted", 0, 0)
+    written = plain.filter(pl.col("summaries") > 0)
+    assert written.height > 0 and written["summaries_holding_answer"].is_null().all()
+    mixed = pl.concat([oracle.select(names.EPISODE_COLUMNS), oracle], how="diagonal_relaxed")
+    assert mixed["summaries"].null_count() == oracle.height
+
+
 def test_bad_task_settings_are_refused():
     with pytest.raises(ConfigError, match="cue_reliability"):
         KeyRecallConfig(cue_reliability=1.5)
