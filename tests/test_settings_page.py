@@ -21,3 +21,12 @@ def test_the_settings_page_lists_every_setting_of_every_task_family() -> None:
         keys = [k for k in flatten(resolve({"task": {"preset": preset}})) if k != "env_id"]
         missing = [k for k in keys if f"| `{k}`" not in page]
         assert not missing, f"{preset}: the page lacks {missing}"
+
+
+def test_train_help_points_to_the_settings_page() -> None:
+    from typer.testing import CliRunner
+
+    from simlab.cli import app
+
+    out = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and "docs/settings.md" in out.output

@@ -209,7 +209,8 @@ def _inspect_overrides(items: list[str], harness: dict[str, Any]) -> tuple[dict[
 def train(
     config: Annotated[Optional[Path], typer.Argument(help="Run config (TOML); omitted: the defaults.")] = None,  # noqa: UP045
     set_: Annotated[
-        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): train.lr=1e-3.")
+        list[str], typer.Option("--set", metavar="KEY=VALUE", help="Override KEY=VALUE (repeatable): train.lr=1e-3. "
+                                "Every key, its default and what it allows: docs/settings.md.")
     ] = [],  # noqa: B006
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: <store>/runs/<time>-<recipe>).")] = None,  # noqa: UP045
     store: Annotated[
@@ -218,7 +219,10 @@ def train(
                           "$SIMLAB_HOME or the working directory, as for sweeps)."),
     ] = None,
 ) -> None:
-    """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines."""
+    """Train a policy: cached base checkpoint, then RL by the configured recipe; metrics as JSON lines.
+
+    Every setting (key path, default, what it allows) is listed in docs/settings.md.
+    """
     from simlab import stores
 
     store = store if store is not None else stores.local_store()
