@@ -126,7 +126,7 @@ class TrainConfig(Section):
     optimizer: Annotated[str, Names(lambda: _update().OPTIMISERS)] = "adam"
     """The policy's optimiser, a name in ``simlab.update.OPTIMISERS``: ``adam`` (every recipe's) or ``sgd``
     (plain, no momentum: its step follows the gradient's scale, where Adam's barely does); ``lr`` must suit
-    it (issue 29's calibration is in docs/findings.md). A separate critic always uses Adam, at
+    it (the third campaign's calibration is in docs/findings.md). A separate critic always uses Adam, at
     ``lr x critic_lr_scale``: set the scale so that its lr stays an Adam one."""
     lr_schedule: Annotated[str, Names(lambda: _update().SCHEDULES)] = "constant"
     """Learning-rate schedule over the planned ``steps x prompts x group_size`` units: ``constant``,
@@ -165,7 +165,7 @@ class TrainConfig(Section):
     length_buckets: bool = True
     """Group segments of similar length into mini-batches, each cut to its longest segment. False: random
     mini-batches of ``minibatch_segments`` rows at the batch's longest, padded with dummy zero-weight rows
-    (the update before issue 21). The loss is the same; float rounding differs."""
+    (the update before the length buckets). The loss is the same; float rounding differs."""
     max_grad_norm: Positive = 1.0
     """Gradient-norm clip."""
     temperature: Positive = 1.0
@@ -242,7 +242,7 @@ class BaseConfig(Section):
     """Learning rate of behaviour cloning."""
     minibatch_tokens: Annotated[int, Field(ge=0, le=2**24)] = MINIBATCH_TOKENS
     """A step's gradient is accumulated over length buckets of at most this many token slots (segments x
-    the longest of them); 0: the step's batch in one padded pass (the base model before issue 21)."""
+    the longest of them); 0: the step's batch in one padded pass (the base model before the length buckets)."""
     teach: Literal["task", "full"] = "task"
     """What the demonstrations are played on: ``task`` (the run's task) or ``full`` (the task with nothing
     withheld, ``TaskConfig.full_information``: no hard instances, on PeekRead peeks that show the fact and
