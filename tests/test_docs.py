@@ -190,3 +190,15 @@ def test_a_suite_figure_is_read_from_pytests_summary() -> None:
     assert suite_figure(out, 619.4) == "1,768 passed, 8 skipped, 2 warnings in 477 s (wall 619 s)"
     with pytest.raises(ValueError, match="no pytest summary"):
         suite_figure("error: collection failed", 3.0)
+
+
+def test_the_docs_cite_no_issue_of_this_project() -> None:
+    """A user cannot open this project's issue tracker: the docs name the spec, the campaign or the date
+    instead. Another project's issue stays, named as its (``its issue 593``, ``ROLL issue 407``)."""
+    import re
+
+    ours = re.compile(r"(?<!its )(?<!ROLL )(?<!agent-lightning )\b[Ii]ssues? \d+")
+    found = [f"{page.name}:{n}: {m.group(0)}" for page in PAGES
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+             for m in ours.finditer(line)]
+    assert found == []
