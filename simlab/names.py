@@ -46,7 +46,11 @@ SUMMARY_HOLDS_CUED = "summary_holds_cued"
 """Share of summaries holding the fact the cue names (a task with a cue; NaN elsewhere)."""
 SUMMARY_HOLDS_UNCUED = "summary_holds_uncued"
 """Share of summaries holding at least one fact the cue does not name (a task with a cue; NaN elsewhere)."""
-SUMMARY_HOLDS = {"answer": SUMMARY_HOLDS_ANSWER, "cued": SUMMARY_HOLDS_CUED, "uncued": SUMMARY_HOLDS_UNCUED}
+SUMMARY_HOLDS_ALL_FACTS = "summary_holds_all_facts"
+"""Share of summaries holding the value of every fact the episode states (a task that states facts; NaN
+elsewhere): on keyrecall-duo, both pairs."""
+SUMMARY_HOLDS = {"answer": SUMMARY_HOLDS_ANSWER, "cued": SUMMARY_HOLDS_CUED, "uncued": SUMMARY_HOLDS_UNCUED,
+                 "all_facts": SUMMARY_HOLDS_ALL_FACTS}
 """What a task's summary probe (``Instances.summary_holds``) reports, by key, and each share's metric name: the
 harness counts the keys a task reports and the episodes they apply to, and knows no task. A new task metric
 is a key here and in the task's probe."""
@@ -94,7 +98,7 @@ COMPACTION_BY_INDEX = (*SUMMARY_LENGTH_BY_INDEX, CONTEXT_BEFORE_COMPACTION, CONT
 """Summary length by compaction index and the context around a compaction (NaN where none happened)."""
 
 ROLLOUT = (SUCCESS, RETURN, OVERLONG_RATE, SEGMENTS_MEAN, COMPACTION_RATE, STEPS, SUMMARISED_SUCCESS,
-           SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES,
+           *SUMMARY_HOLDS.values(), SUMMARY_LENGTH, *SUMMARY_LENGTH_QUANTILES,
            SUMMARY_CUT, RETURN_PER_ROW, *COMPACTION_BY_INDEX)
 """What :func:`simlab.train.rollouts.rollout_metrics` logs under each rollout prefix."""
 EPISODES = "episodes"
@@ -348,7 +352,7 @@ _STEP_METRIC = re.compile(
 )
 
 
-RATE_SUFFIXES = (SUCCESS, "_rate", SUMMARY_HOLDS_ANSWER, SUMMARY_HOLDS_CUED, SUMMARY_HOLDS_UNCUED, SUMMARY_CUT)
+RATE_SUFFIXES = (SUCCESS, "_rate", *SUMMARY_HOLDS.values(), SUMMARY_CUT)
 """A metric whose name ends so is a rate in [0, 1], reported in points (x 100) like the papers."""
 
 

@@ -147,13 +147,17 @@ class Instances:
 
     def summary_holds(self, i: int, content: IntArray) -> dict[str, bool]:
         """What a summary ``content`` written in episode ``i`` holds, by the keys of
-        :data:`simlab.names.SUMMARY_HOLDS`: ``answer`` (the asked answer token) always, and where the episode
-        states facts and has a cue, ``cued`` (the cued fact's value) and ``uncued`` (another fact's value). A key
-        left out does not apply to the episode. The harness counts these and knows no task."""
+        :data:`simlab.names.SUMMARY_HOLDS`: ``answer`` (the asked answer token) always; where the episode states
+        facts, ``all_facts`` (every fact's value); and where it also has a cue, ``cued`` (the cued fact's value)
+        and ``uncued`` (another fact's value). A key left out does not apply to the episode. The harness counts
+        these and knows no task."""
         out = {"answer": bool((content == self.answer[i]).any())}
+        if self.facts is None:
+            return out
+        held = np.isin(self.facts[i], content)
+        out["all_facts"] = bool(held.all())
         cued = -1 if self.cued is None else int(self.cued[i])
-        if self.facts is not None and cued >= 0:
-            held = np.isin(self.facts[i], content)
+        if cued >= 0:
             out["cued"] = bool(held[cued])
             out["uncued"] = bool(np.delete(held, cued).any())
         return out

@@ -156,21 +156,26 @@ def test_the_task_says_which_agents_its_solver_can_play_and_the_run_refuses_the_
 
 
 def test_the_task_probe_says_what_a_summary_holds_by_hand():
-    """KeyRecall instances with facts (values) 20, 21, 22 and the cue on the second: the probe's keys are
-    simlab.names.SUMMARY_HOLDS', and without a cue only ``answer`` applies."""
+    """KeyRecall instances with three facts and a cue: the probe's keys are simlab.names.SUMMARY_HOLDS'; without
+    a cue (keyrecall-duo) ``answer`` and ``all_facts`` (both pairs) apply."""
     env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=1, config=PRESETS["keyrecall-cue"].task)
     env.reset(seed=0)
     inst = env.unwrapped.instances if hasattr(env, "unwrapped") else env.instances
     facts, cued, answer = inst.facts[0], int(inst.cued[0]), int(inst.answer[0])
     other = int(facts[(cued + 1) % facts.size])
     assert inst.summary_holds(0, np.array([0, facts[cued]])) == {"answer": answer == facts[cued], "cued": True,
-                                                                  "uncued": False}
-    assert inst.summary_holds(0, np.array([0, other])) == {"answer": answer == other, "cued": False, "uncued": True}
+                                                                  "uncued": False, "all_facts": False}
+    assert inst.summary_holds(0, np.array([0, other])) == {"answer": answer == other, "cued": False, "uncued": True,
+                                                           "all_facts": False}
+    assert inst.summary_holds(0, facts)["all_facts"] and inst.summary_holds(0, facts)["uncued"]
     assert set(inst.summary_holds(0, np.array([], dtype=np.int64)).values()) == {False}
-    assert set(names.SUMMARY_HOLDS) == {"answer", "cued", "uncued"}
-    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=1, config=PRESETS["keyrecall-duo"].task)
+    assert set(names.SUMMARY_HOLDS) == {"answer", "cued", "uncued", "all_facts"}
+    env = gymnasium.make_vec("simlab/KeyRecall-v0", num_envs=8, config=PRESETS["keyrecall-duo"].task)
     env.reset(seed=0)
-    assert set(env.instances.summary_holds(0, env.instances.facts[0])) == {"answer"}
+    i = next(i for i, f in enumerate(env.instances.facts) if f[0] != f[1])  # two facts with two values, no cue
+    both = env.instances.facts[i]
+    assert env.instances.summary_holds(i, both) == {"answer": True, "all_facts": True}
+    assert env.instances.summary_holds(i, both[:1])["all_facts"] is False
 
 
 def test_an_env_without_a_probe_leaves_every_summary_share_unknown():
