@@ -46,14 +46,14 @@ COUNTED = ("eval/", "train/", "health/segments/", "perf/optimised_tokens", "perf
            "perf/update_tokens")
 
 PINNED: dict[str, dict[str, Any]] = {
-    "train.normaliser=segment,seed=0": {"value": 0.125, "keys": "05d6972dbfb321c1", "counts": "0b1b1452efac3f17",
-                                      "sum": 272.2967317365597, "weighted": 11400.646148066293},
-    "train.normaliser=segment,seed=1": {"value": 0.0, "keys": "05d6972dbfb321c1", "counts": "3ed569133d2c3c83",
-                                      "sum": 270.05107539066296, "weighted": 11334.620586646366},
-    "train.normaliser=token,seed=0": {"value": 0.125, "keys": "05d6972dbfb321c1", "counts": "0b1b1452efac3f17",
-                                    "sum": 272.4158213726794, "weighted": 11413.847778812165},
-    "train.normaliser=token,seed=1": {"value": 0.0, "keys": "05d6972dbfb321c1", "counts": "3ed569133d2c3c83",
-                                    "sum": 270.0352773753134, "weighted": 11332.63536090675},
+    "train.normaliser=segment,seed=0": {"value": 0.125, "keys": "da6d48aa1e110342", "counts": "f391aa97a6658d2b",
+                                        "sum": 272.29673165708687, "weighted": 11800.403576003684},
+    "train.normaliser=segment,seed=1": {"value": 0.0, "keys": "da6d48aa1e110342", "counts": "592377fe852fc69c",
+                                        "sum": 270.168722499157, "weighted": 11740.389027515832},
+    "train.normaliser=token,seed=0": {"value": 0.125, "keys": "da6d48aa1e110342", "counts": "f391aa97a6658d2b",
+                                      "sum": 272.41582154236033, "weighted": 11813.96250399608},
+    "train.normaliser=token,seed=1": {"value": 0.0, "keys": "da6d48aa1e110342", "counts": "592377fe852fc69c",
+                                      "sum": 270.15292449950977, "weighted": 11738.356409285976},
 }
 
 
