@@ -98,6 +98,9 @@ class TrainConfig(Section):
     ``segments``, ``context``: keys attended), x ``cost_coef``; ``none``: the task's reward."""
     cost_coef: NonNegative = 0.0
     """Reward units per unit of ``cost`` (per token, per segment, per attended key), >= 0."""
+    cost_on: Literal["all", "success"] = "all"
+    """Which rollouts pay ``cost``: ``all``, or only those that succeeded (``success``: FoldGRPO's rule, as in
+    mastery-gated compression; a failure keeps its 0 whatever its length). ``simlab.credit.shaping.CHARGED``."""
     ratio: Annotated[str, Names(lambda: _update().RATIOS)] = "token"
     """Importance ratio of the clipped loss: ``token`` (PPO) or ``segment`` (GSPO's geometric mean over a
     segment's tokens, clipped per segment; set eps_low/eps_high to GSPO's 3e-4/4e-4 scale)."""
@@ -199,6 +202,9 @@ class TrainConfig(Section):
                                "'mask'", involves=("train.summary_loss",))
         if self.cost_coef > 0 and COSTS.canonical(self.cost) == "none":
             raise self.invalid("cost_coef", "cost='none' has nothing to scale; choose 0 or set train.cost")
+        if self.cost_on != "all" and (COSTS.canonical(self.cost) == "none" or self.cost_coef == 0):
+            raise self.invalid("cost_on", "no cost is charged (train.cost and train.cost_coef); choose 'all' or set "
+                               "both", involves=("train.cost", "train.cost_coef"))
         if self.frac_spread > 0 and self.threshold_draw == "fixed":
             raise self.invalid("frac_spread", "threshold_draw='fixed' draws nothing; choose 0 or a 'group' or "
                                "'rollout' draw")

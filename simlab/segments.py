@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from simlab.arrays import BoolArray, FloatArray, IntArray
 from simlab.lazy import jit
@@ -29,6 +29,13 @@ from simlab.segment_checks import critic_grid, encode_groups, finished_flags, fi
 
 DUMMY = -1
 """``seg_rollout`` of a dummy padding row."""
+SUCCESS_REWARD = 1.0
+"""A rollout succeeded when its reward reaches this (every simlab task pays 1 for a right answer)."""
+
+
+def succeeded(rewards: ArrayLike) -> BoolArray:
+    """Which rewards count as success (:data:`SUCCESS_REWARD`): the one rule every success rate reads."""
+    return np.asarray(rewards) >= SUCCESS_REWARD
 
 
 @dataclass(frozen=True, eq=False)

@@ -73,7 +73,8 @@ class RouteModel:
 @dataclass(frozen=True)
 class Choice:
     """A credit-assignment choice: an estimator, a normaliser, its per-row weight, the overlong mask and a
-    per-segment cost on the reward (``cost``, ``cost_coef``: ``train.cost``), as the trainer reads them."""
+    per-segment cost on the reward (``cost``, ``cost_coef``, ``cost_on``: ``train.cost``), as the trainer reads
+    them."""
 
     estimator: str = "rollout_group"
     normaliser: str = "token"
@@ -81,6 +82,7 @@ class Choice:
     row_weight: str = "none"
     cost: str = "none"
     cost_coef: float = 0.0
+    cost_on: str = "all"
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,7 +123,7 @@ def expected_gradient(model: RouteModel, choice: Choice, policy: dict[str, float
         values = [[np.full(t, v0) for t in segs] for segs in segments] if critic else None
         batch = SegmentBatch.from_rollouts(segments, reward.tolist(), groups=groups, finished=finished.tolist(),
                                            values=values)
-        batch = credit.with_cost(batch, choice.cost, coef=choice.cost_coef)
+        batch = credit.with_cost(batch, choice.cost, coef=choice.cost_coef, on=choice.cost_on)
         adv = credit.estimate(batch, choice.estimator, **choice.options).advantages
         weights = credit.loss_weights(batch, choice.normaliser, overlong_mask=choice.overlong_mask,
                                       row_weight=choice.row_weight)

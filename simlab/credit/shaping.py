@@ -2,7 +2,8 @@
 
     R'_r = R_r - coef * sum_{s in r} c_s
 
-before any advantage is estimated, so every estimator sees the shaped reward. The cost c_s of one
+before any advantage is estimated, so every estimator sees the shaped reward (with ``on="success"``, only on
+the rollouts that succeeded: FoldGRPO's rule). The cost c_s of one
 segment is a name in ``COSTS``; what it counts decides whether compacting pays (prime-rl issue #3083:
 a cost summed over segments can reward compacting):
 
@@ -26,7 +27,7 @@ import numpy as np
 from simlab.arrays import FloatArray
 from simlab.registry import Registry
 from simlab.rules import NonNegative, check_value
-from simlab.segments import SegmentBatch
+from simlab.segments import SegmentBatch, succeeded
 
 Cost = Callable[[SegmentBatch, FloatArray | None], FloatArray]
 """(batch, row_context: (S,) keys attended per row or None) -> (S,) cost c_s of each row."""
@@ -70,19 +71,31 @@ def rollout_cost(batch: SegmentBatch, cost: str, *, row_context: FloatArray | No
     return out.astype(np.float64, copy=False)
 
 
+CHARGED = ("all", "success")
+"""``train.cost_on``: which rollouts pay the cost: every one, or only those that succeeded (FoldGRPO's rule, as
+in mastery-gated compression and LazImpa): a failure then keeps its reward of 0 whatever its length, so a
+length cost cannot make a short failure pay better than a long one."""
+
+
 def shaped_rewards(
-    batch: SegmentBatch, cost: str, *, coef: float, row_context: FloatArray | None = None
+    batch: SegmentBatch, cost: str, *, coef: float, row_context: FloatArray | None = None, on: str = "all"
 ) -> FloatArray:
-    """(R,) R'_r = R_r - coef * sum_{s in r} c_s; ``coef`` >= 0, in reward units per unit of cost."""
+    """(R,) R'_r = R_r - coef * sum_{s in r} c_s for the rollouts ``on`` charges (:data:`CHARGED`), R_r for the
+    others; ``coef`` >= 0, in reward units per unit of cost."""
     coef = float(check_value("coef", coef, NonNegative))
-    return batch.rewards - coef * rollout_cost(batch, cost, row_context=row_context)
+    if on not in CHARGED:
+        raise ValueError(f"on={on!r}: choose one of {CHARGED}")
+    charged = rollout_cost(batch, cost, row_context=row_context)
+    if on == "success":
+        charged = np.where(succeeded(batch.rewards), charged, 0.0)
+    return batch.rewards - coef * charged
 
 
 def with_cost(
-    batch: SegmentBatch, cost: str, *, coef: float, row_context: FloatArray | None = None
+    batch: SegmentBatch, cost: str, *, coef: float, row_context: FloatArray | None = None, on: str = "all"
 ) -> SegmentBatch:
     """The batch with its rewards shaped (:func:`shaped_rewards`); everything else as it was."""
-    return replace(batch, rewards=shaped_rewards(batch, cost, coef=coef, row_context=row_context))
+    return replace(batch, rewards=shaped_rewards(batch, cost, coef=coef, row_context=row_context, on=on))
 
 
-__all__ = ["COSTS", "rollout_cost", "shaped_rewards", "with_cost"]
+__all__ = ["CHARGED", "COSTS", "rollout_cost", "shaped_rewards", "with_cost"]

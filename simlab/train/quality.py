@@ -35,6 +35,7 @@ from simlab.errors import BaseGateError
 from simlab.harness import HarnessConfig, RolloutBatch
 from simlab.policy.model import Policy
 from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS
+from simlab.segments import succeeded
 from simlab.stores import file_lock
 from simlab.train.rollouts import collect, rollout_metrics
 
@@ -84,7 +85,7 @@ def quality_harness(cfg: RunConfig, summariser: str = "self") -> HarnessConfig:
 
 
 def _successes(rb: RolloutBatch) -> np.ndarray:
-    return np.array([r.reward >= 1.0 for r in rb.rollouts], dtype=np.float64)
+    return succeeded(np.array([r.reward for r in rb.rollouts])).astype(np.float64)
 
 
 def _play(cfg: RunConfig, policy: Policy, summariser: str, *, seed: int, episodes: int) -> RolloutBatch:

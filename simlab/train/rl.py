@@ -164,7 +164,8 @@ class Trainer:
         if values is not None:
             batch = batch.with_values(from_token_grid(values, batch, tb))
         if t.cost != "none":  # the estimator sees R - coef * sum of the segments' costs
-            batch = credit.with_cost(batch, t.cost, coef=t.cost_coef, row_context=keys_attended(batch, tb))
+            batch = credit.with_cost(batch, t.cost, coef=t.cost_coef, row_context=keys_attended(batch, tb),
+                                     on=t.cost_on)
         est = credit.estimate(batch, t.estimator, **t.estimator_options())
         adv = est.advantages
         if t.whiten:

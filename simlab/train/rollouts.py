@@ -23,6 +23,7 @@ from simlab.harness.records import RolloutRecord
 from simlab.harness.stats import compaction_by_index, summary_content, tied_groups
 from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
+from simlab.segments import succeeded
 from simlab.summarisers import summariser_for
 
 
@@ -80,13 +81,13 @@ def rollout_metrics(rb: RolloutBatch, prefix: str) -> dict[str, float]:
     segments = rb.batch.segments_per_rollout
     compacted = segments > 1
     out = {
-        names.SUCCESS: float(np.mean(rewards >= 1.0)),
+        names.SUCCESS: float(np.mean(succeeded(rewards))),
         names.RETURN: float(rewards.mean()),
         names.OVERLONG_RATE: float(1.0 - finished.mean()),
         names.SEGMENTS_MEAN: float(segments.mean()),
         names.COMPACTION_RATE: float(compacted.mean()),
         names.STEPS: float(np.mean([r.steps for r in rb.rollouts])),
-        names.SUMMARISED_SUCCESS: float(np.mean(rewards[compacted] >= 1.0)) if compacted.any() else math.nan,
+        names.SUMMARISED_SUCCESS: float(np.mean(succeeded(rewards[compacted]))) if compacted.any() else math.nan,
         names.RETURN_PER_ROW: float(rb.batch.row_reward[rb.batch.is_real].mean()),
         **summary_content(rb.rollouts),
         **compaction_by_index(rb.rollouts),
@@ -125,7 +126,7 @@ def episode_rows(rb: RolloutBatch, evaluation: str, first_instance: int, step: i
         "step": np.full(n, step, dtype=np.int32),
         "evaluation": [evaluation] * n,
         "instance": np.arange(first_instance, first_instance + n, dtype=np.int64),
-        "success": (rewards >= 1.0).astype(np.int8),
+        "success": succeeded(rewards).astype(np.int8),
         "reward": rewards,
         "segments": rb.batch.segments_per_rollout.astype(np.int16),
         "tokens": np.array([r.tokens for r in rb.rollouts], dtype=np.int32),

@@ -101,6 +101,32 @@ def test_costs_by_hand():
     np.testing.assert_array_equal(shaped.seg_tokens, batch.seg_tokens)
 
 
+def test_a_cost_on_successes_only_by_hand():
+    """FoldGRPO's rule (``on="success"``): the rollout that succeeded (reward 1) pays 0.1 x 5 tokens, the one
+    that failed keeps its 0 whatever its length; with ``all`` both pay."""
+    batch = SegmentBatch.from_rollouts([[2, 3], [4], [1]], [1.0, 0.0, 1.0])
+    np.testing.assert_allclose(shaped_rewards(batch, "tokens", coef=0.1, on="success"), [0.5, 0.0, 0.9])
+    np.testing.assert_allclose(shaped_rewards(batch, "tokens", coef=0.1, on="all"), [0.5, -0.4, 0.9])
+    np.testing.assert_allclose(with_cost(batch, "segments", coef=0.1, on="success").rewards, [0.8, 0.0, 0.9])
+    with pytest.raises(ValueError, match="on='failure': choose one of"):
+        shaped_rewards(batch, "tokens", coef=0.1, on="failure")
+
+
+@FAST
+@given(st.integers(0, 2**31 - 1))
+def test_a_cost_on_successes_never_moves_a_failure_and_charges_a_success_as_all_does(seed: int):
+    rng = np.random.default_rng(seed)
+    lengths = [list(rng.integers(1, 6, size=rng.integers(1, 4))) for _ in range(rng.integers(1, 8))]
+    rewards = rng.choice([0.0, 1.0, 0.5], size=len(lengths))
+    batch = SegmentBatch.from_rollouts(lengths, rewards)
+    only, every = (shaped_rewards(batch, "tokens", coef=0.05, on=on) for on in ("success", "all"))
+    won = rewards >= 1.0
+    np.testing.assert_array_equal(only[~won], rewards[~won])
+    np.testing.assert_allclose(only[won], every[won])
+    reference = [r - 0.05 * sum(n) if r >= 1.0 else r for n, r in zip(lengths, rewards, strict=True)]  # a loop
+    np.testing.assert_allclose(only, reference)
+
+
 def test_dummy_rows_cost_nothing():
     batch = SegmentBatch.from_rollouts([[2, 3], [4]], [1.0, 0.0])
     padded = batch.pad_to(8)

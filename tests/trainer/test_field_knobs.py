@@ -91,6 +91,10 @@ def test_a_cost_shapes_the_reward_the_estimator_sees():
     keys = [float((positions * tb.optimised[s]).sum()) for s in range(plain.num_segments)]
     per_rollout = np.bincount(plain.seg_rollout, weights=keys, minlength=plain.num_rollouts)
     np.testing.assert_allclose(ctx.rewards, plain.rewards - 1e-3 * per_rollout)
+    won, _, _ = credit_of(trainer(cost="segments", cost_coef=0.1, cost_on="success"))
+    charged = np.where(plain.rewards >= 1.0, 0.1 * plain.segments_per_rollout, 0.0)
+    assert (plain.rewards >= 1.0).any() and (plain.rewards < 1.0).any(), "the tiny task must both win and lose"
+    np.testing.assert_allclose(won.rewards, plain.rewards - charged)
 
 
 @pytest.mark.parametrize("unit", ["rollouts", "rows"])
@@ -133,6 +137,8 @@ BAD = [
     ("train.cost=time", "`train.cost='time'` is invalid; choose one of 'none', 'tokens'"),
     ("train.cost_coef=-0.1", "`train.cost_coef=-0.1` is invalid; choose a finite value >= 0"),
     ("train.cost_coef=0.1", "`train.cost_coef=0.1` is invalid; cost='none' has nothing to scale"),
+    ("train.cost_on=success", "`train.cost_on='success'` is invalid; no cost is charged"),
+    ("train.cost_on=wins", "`train.cost_on='wins'` is invalid; choose one of 'all', 'success'"),
     ("train.lr_schedule=step", "`train.lr_schedule='step'` is invalid; choose one of 'constant', 'linear'"),
     ("train.schedule_unit=segments", "`train.schedule_unit='segments'` is invalid; choose one of 'rollouts'"),
     ("train.threshold_draw=prompt", "`train.threshold_draw='prompt'` is invalid; choose one of 'fixed'"),
