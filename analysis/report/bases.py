@@ -57,6 +57,26 @@ def base_row(seed: int, metrics: Mapping[str, Any], base_steps: int | None = Non
     }
 
 
+def checks_table(curves: Mapping[int, Sequence[Mapping[str, float]]]) -> pl.DataFrame:
+    """Each seed's cloning checks as rows (seed, steps, and the check metrics of :data:`simlab.names.BASE_CHECK`):
+    where a seed's base left its plateau, and whether it stopped at the gate."""
+    schema = {"seed": pl.Int64, "steps": pl.Int64, **{name: pl.Float64 for name in names.BASE_CHECK}}
+    rows = [{"seed": seed, **{k: check.get(k) for k in schema if k != "seed"}}
+            for seed, curve in curves.items() for check in curve]
+    return pl.DataFrame(rows, schema=schema).sort("seed", "steps")
+
+
+def checks_markdown(checks: pl.DataFrame) -> str:
+    """The cloning checks in points, one row per seed and check."""
+    rows = [[str(r["seed"]), str(r["steps"]), _pts(r[names.BASE_CHECK_SUCCESS]),
+             _pts(r[names.BASE_CHECK_FLOOR_SUCCESS]),
+             f"{_pts(r[names.BASE_CHECK_GAIN])} ± {_pts(r[names.BASE_CHECK_GAIN_SE])}"]
+            for r in checks.iter_rows(named=True)]
+    legend = ("Cloning checks (`base.check_every`) on each seed's check set, apart from its held-out set: success "
+              "(%) of the base and of its floor, and the gain ± its SE over instances.")
+    return f"{legend}\n\n{markdown_table(['seed', 'cloning steps', 'base', 'floor', 'gain ± SE'], rows)}"
+
+
 def base_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     """The rows as a frame, by seed."""
     return pl.DataFrame(list(rows), schema=SCHEMA).sort("seed")

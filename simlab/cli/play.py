@@ -306,7 +306,9 @@ def base(
         Optional[Path],  # noqa: UP045
         typer.Option(help="Local store of the cached base checkpoints (default: <home>/mlruns, as for train)."),
     ] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Also write base-quality.md/.csv/.parquet here.")] = None,  # noqa: UP045
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Also write base-quality.md/.csv/.parquet here, and base-checks.csv/.parquet: every seed's cloning "
+             "checks (base.check_every), where it has them.")] = None,
 ) -> None:
     """Check the base before the RL: each seed's base model (built or cached) on the seed's held-out set,
     beside its teacher on the same instances and its floor (the base with its summaries emptied)."""
@@ -319,20 +321,24 @@ def base(
         raise fail(exc) from None
     from tqdm import tqdm
 
-    from simlab.analysis.report.bases import base_markdown, base_row, base_table
+    from simlab.analysis.report.bases import base_markdown, base_row, base_table, checks_markdown, checks_table
     from simlab.analysis.tables import write_tables
     from simlab.train.base import base_quality, clone_budget
 
-    rows = []
+    rows, curves = [], {}
     for cfg in tqdm(cfgs, desc="bases", unit="seed", delay=2):
         with tqdm(total=clone_budget(cfg), desc=f"seed {cfg.seed}: cloning", unit="step", delay=2, leave=False) as bar:
-            metrics, steps = base_quality(cfg, store, progress=bar.update)
+            metrics, steps, curves[cfg.seed] = base_quality(cfg, store, progress=bar.update)
         rows.append(base_row(cfg.seed, metrics, steps))
     table = base_table([r for r in rows if r is not None])
     markdown = base_markdown(table)
     typer.echo(markdown)
     if out is not None:
-        for path in write_tables(table, markdown, out, "base-quality"):
+        checks = checks_table(curves)
+        written = write_tables(table, markdown, out, "base-quality")
+        if checks.height:
+            written += write_tables(checks, checks_markdown(checks), out, "base-checks")
+        for path in written:
             typer.echo(f"wrote {path}")
 
 

@@ -89,6 +89,9 @@ class CloneChecks:
         self.cfg = cfg
         self.budget = clone_budget(cfg)
         self.last: dict[str, Any] | None = None
+        self.curve: list[dict[str, float]] = []
+        """Every check so far: ``steps`` and the check metrics (the checkpoint keeps them, ``simlab base``
+        writes them)."""
         self.best, self.stale, self.stop = -1.0, 0, False
 
     def due(self, step: int) -> bool:
@@ -105,7 +108,9 @@ class CloneChecks:
         b = self.cfg.base
         quality, _ = measure(self.cfg, policy, seed=check_seed(self.cfg), episodes=b.check_episodes)
         metrics = check_metrics(quality)
-        self.last = {"steps": step, "episodes": b.check_episodes, "text": quality.describe(), "metrics": metrics}
+        self.curve.append({"steps": step, **metrics})
+        self.last = {"steps": step, "episodes": b.check_episodes, "text": quality.describe(), "metrics": metrics,
+                     "curve": list(self.curve)}
         success = metrics[names.BASE_CHECK_SUCCESS]
         self.best, self.stale = (success, 0) if success > self.best else (self.best, self.stale + 1)
         cleared = b.min_gain is not None and 100 * quality.gain >= b.min_gain
@@ -179,11 +184,15 @@ def clone_budget(cfg: RunConfig) -> int:
     return cfg.base.steps if cfg.base.max_steps is None else cfg.base.max_steps
 
 
-def base_quality(cfg: RunConfig, store: Path, progress: Any = None) -> tuple[dict[str, float], int]:
+def base_quality(cfg: RunConfig, store: Path,
+                 progress: Any = None) -> tuple[dict[str, float], int, list[dict[str, float]]]:
     """Build (or reuse) ``cfg``'s base checkpoint under ``store`` and measure it on ``cfg``'s held-out set:
-    the metrics a run logs at step 0 (:func:`heldout_quality`) and the cloning steps the base took."""
+    the metrics a run logs at step 0 (:func:`heldout_quality`), the cloning steps the base took, and its
+    cloning checks in order (``base.check_every``; empty without checks, or for a checkpoint saved before
+    it kept them)."""
     path = base_checkpoint(cfg, store, progress=progress)
     policy, meta = load_checkpoint(path, expected_vocab_size=cfg.policy.vocab_size, device=device_of(cfg),
                                    expected_meta={"v_sum": cfg.harness.v_sum})
     check = meta.get("check")
-    return heldout_quality(cfg, policy, path), int(check["steps"]) if check is not None else cfg.base.steps
+    steps = int(check["steps"]) if check is not None else cfg.base.steps
+    return heldout_quality(cfg, policy, path), steps, list(check.get("curve", [])) if check is not None else []

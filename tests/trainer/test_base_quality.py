@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 from simlab import names
@@ -90,6 +91,10 @@ def test_checks_during_cloning_are_kept_with_the_checkpoint(tmp_path):
     _, meta = load_checkpoint(path)
     assert meta["check"]["steps"] == 3 and meta["check"]["episodes"] == 8
     assert meta["check"]["metrics"][names.BASE_CHECK_SUCCESS] == rows[-1][names.BASE_CHECK_SUCCESS]
+    curve = meta["check"]["curve"]  # every check, in order, as logged
+    assert [c["steps"] for c in curve] == [2, 3]
+    assert [c[names.BASE_CHECK_SUCCESS] for c in curve] == [r[names.BASE_CHECK_SUCCESS] for r in rows
+                                                              if names.BASE_CHECK_SUCCESS in r]
     assert check_seed(cfg) == CHECK_SEEDS + cfg.base_seed * 100_000
 
 
@@ -212,6 +217,14 @@ def test_cli_base_measures_each_seed_and_writes_its_table(tmp_path):
     assert "of 2 bases clearly above their floor" in out.stdout
     assert (tmp_path / "out" / "base-quality.csv").read_text().splitlines()[0].startswith("seed,base_steps,base,")
     assert len(list((tmp_path / "store" / "base").glob("*.pt"))) == 2  # base.seed = "run": one base per seed
+    assert not (tmp_path / "out" / "base-checks.csv").exists()  # no base.check_every: no checks to write
+    again = cli("base", *args, "--set", 'base.seed="run"', "--set", 'eval.seed="run"', "--seeds", "3,4",
+                "--set", "base.check_every=1", "--set", "base.check_episodes=4",
+                "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"))
+    assert again.returncode == 0, again.stderr
+    checks = pl.read_csv(tmp_path / "out" / "base-checks.csv")
+    assert checks["seed"].to_list() == [3] * 2 + [4] * 2 and checks["steps"].to_list() == [1, 2, 1, 2]
+    assert "Cloning checks" in (tmp_path / "out" / "base-checks.md").read_text()
 
 
 def test_cli_base_refuses_bad_seeds_before_building(tmp_path):
