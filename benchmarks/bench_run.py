@@ -9,7 +9,8 @@ are all timed, as a user meets them:
 
 with one torch thread (``OMP_NUM_THREADS=1``). The sides alternate, the first one rotating each round, so
 load from other jobs falls on all of them alike; the ratio of each baseline's median wall time to this
-tree's is printed beside the best-of-rounds ratio. Only these ratios are meant to be compared across
+tree's is printed beside the best-of-rounds ratio, for wall time and for CPU time (the child's user and system
+seconds, which load from other jobs moves less). Only these ratios are meant to be compared across
 machines. What a side does by default is part of what is timed (this tree also measures the base model
 three ways before RL, ``eval.base_quality``, which the first commit did not).
 
@@ -22,6 +23,7 @@ commit whose tree cannot run the command line fails its first round with the sid
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,30 +42,32 @@ CLI = "import sys; from simlab.cli import app; sys.argv = ['simlab', *sys.argv[1
 """Every side's ``simlab`` entry point, called the same way (early trees have no ``__main__``)."""
 
 
-def one_run(root: Path, settings: list[str], timeout: float) -> float:
-    """Wall seconds of one training run with ``root``'s simlab, in a fresh store."""
+def one_run(root: Path, settings: list[str], timeout: float) -> dict[str, float]:
+    """Wall and CPU seconds (the child's user + system time) of one training run with ``root``'s simlab, in a
+    fresh store. CPU time reads the same under load from other jobs; wall time is what a user waits."""
     with tempfile.TemporaryDirectory(prefix="simlab-bench-run-") as tmp:
         args = [arg for item in settings for arg in ("--set", item)]
         command = [sys.executable, "-c", CLI, "train", *args, "--store", f"{tmp}/store", "--out", f"{tmp}/run"]
         env = {"PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "SIMLAB_HOME": tmp,
                "PATH": "/usr/bin:/bin", "HOME": tmp}
-        start = time.perf_counter()
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         out = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-        wall = time.perf_counter() - start
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"{root}: the run failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
-    return wall
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": wall, "cpu": cpu}
 
 
-def report(walls: dict[str, list[float]], this: str) -> list[str]:
-    """Per side its wall times, and per baseline its ratio to this tree (median and best of the rounds)."""
-    lines = [f"{name:<28} {' '.join(f'{w:6.1f}' for w in times)}  median {statistics.median(times):6.1f} s"
-             for name, times in walls.items()]
-    mine = walls[this]
-    for name, times in walls.items():
+def report(times: dict[str, list[float]], this: str, clock: str) -> list[str]:
+    """Per side its times on ``clock``, and per baseline its ratio to this tree (medians, best of the rounds)."""
+    lines = [f"{clock:>4} {name:<28} {' '.join(f'{t:6.1f}' for t in runs)}  median {statistics.median(runs):6.1f} s"
+             for name, runs in times.items()]
+    mine = times[this]
+    for name, runs in times.items():
         if name != this:
-            lines.append(f"{name} / {this}: x{statistics.median(times) / statistics.median(mine):.2f} (medians), "
-                         f"x{min(times) / min(mine):.2f} (best of {len(times)})")
+            lines.append(f"{clock:>4} {name} / {this}: x{statistics.median(runs) / statistics.median(mine):.2f} "
+                         f"(medians), x{min(runs) / min(mine):.2f} (best of {len(runs)})")
     return lines
 
 
@@ -83,10 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = [*RUN, *args.settings]
     print(f"== the same training run on {len(sides)} sides, {args.rounds} rounds: simlab train "
           + " ".join(f"--set {s}" for s in settings))
-    results = baseline.alternate(sides, args.rounds, lambda name, root, _: {"wall": one_run(root, settings,
-                                                                                          args.timeout)})
-    walls = {name: [r["wall"] for r in rows] for name, rows in results.items()}
-    print("\n".join(report(walls, this)))
+    results = baseline.alternate(sides, args.rounds, lambda name, root, _: one_run(root, settings, args.timeout))
+    for clock in ("wall", "cpu"):
+        print("\n".join(report({name: [r[clock] for r in rows] for name, rows in results.items()}, this, clock)))
 
 
 if __name__ == "__main__":
