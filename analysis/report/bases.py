@@ -191,7 +191,8 @@ def campaign_rows(folder: Path) -> list[dict[str, Any]]:
     for path in sorted(folder.glob("*.csv"), key=_family_order):
         t = pl.read_csv(path, schema=SCHEMA)
         lead, gain = t.get_column("teacher_lead"), t.get_column("gain")
-        stats = t.select(pl.col("base_steps").max().alias("steps"), pl.col("base", "teacher", "floor").mean(),
+        stats = t.select(pl.col("base_steps").min().alias("fewest_steps"), pl.col("base_steps").max().alias("steps"),
+                         pl.col("base", "teacher", "floor").mean(),
                          pl.col("gain").median().alias("gain_median")).row(0, named=True)
         rows.append({
             "config": path.stem, "seeds": t.height, **stats,
@@ -207,11 +208,17 @@ def _family_order(path: Path) -> tuple[str, bool]:
     return stem.removesuffix("-before").removesuffix("-after"), not stem.endswith("-before")
 
 
+def _steps_text(fewest: int, most: int) -> str:
+    """``1500``, or ``3000-8000`` where the seeds' cloning stopped at different steps (a gate)."""
+    return str(most) if fewest == most else f"{fewest}-{most}"
+
+
 def campaign_markdown(folder: Path) -> str:
     """The docs' table of a base-quality campaign (:func:`campaign_rows`), in points."""
     headers = ["config", "seeds", "cloning steps", "base", "teacher", "floor", "median gain",
                "clearly above floor", f"within {TEACHER_NEAR:g} of teacher", f">= {FLOOR_TARGET:g} over floor"]
-    rows = [[f"`{r['config']}`", str(r["seeds"]), str(r["steps"]), _pts(r["base"]), _pts(r["teacher"]),
+    rows = [[f"`{r['config']}`", str(r["seeds"]), _steps_text(r["fewest_steps"], r["steps"]), _pts(r["base"]),
+             _pts(r["teacher"]),
              _pts(r["floor"]), _pts(r["gain_median"]),
              *(f"{r[k]} of {r['seeds']}" for k in ("above_floor", "near_teacher", "floor_target"))]
             for r in campaign_rows(folder)]

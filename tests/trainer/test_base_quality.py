@@ -276,3 +276,6 @@ def test_campaign_table_counts_the_seeds_that_meet_each_bar(tmp_path):
     assert math.isclose(r["base"], 0.4166666, rel_tol=1e-5) and math.isclose(r["gain_median"], 0.25)
     row_a = "| `a`    | 3     | 300           | 41.7 | 58.3    | 20.0  | 25.0        | 2 of 3"
     assert row_a in campaign_markdown(tmp_path)
+    gated = [{**row(1, 0.5, 0.2, 0.55, 0.04), "base_steps": 3000}, {**row(2, 0.3, 0.2, 0.7, 0.04), "base_steps": 8000}]
+    base_table(gated).write_csv(tmp_path / "a.csv")  # a gate stops each seed where it clears: a range of steps
+    assert "| `a`    | 2     | 3000-8000     |" in campaign_markdown(tmp_path)
