@@ -99,7 +99,7 @@ def summary_extent(tokens: IntArray, stop: int | None) -> tuple[int, int]:
 
 def _record(ro: RolloutState, content: IntArray, cut: bool, probe: SummaryProbe | None, i: int) -> None:
     """Count one summary of env ``i``: its length, whether it was cut at its budget, and what the task's probe
-    says it holds (the asked answer, the cued fact, another fact)."""
+    says it holds (by the keys of :data:`simlab.names.SUMMARY_HOLDS`)."""
     ro.summaries += 1
     ro.summaries_cut += int(cut)
     ro.summary_lengths.append(int(content.size))

@@ -71,8 +71,8 @@ class RolloutRecord:
     summary_holds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """Of those, by each key the task's summary probe reports (:data:`simlab.names.SUMMARY_HOLDS`): how many
     summaries it applied to and how many held it (``answer``: the episode's answer token, a ground-truth check
-    of summary quality; ``cued``/``uncued``: with a cue, the fact it names, another fact). Empty for an env
-    without a probe."""
+    of summary quality; ``all_facts``: every stated fact; ``cued``/``uncued``: with a cue, the fact it names,
+    another fact). Empty for an env without a probe."""
     summaries_cut: int = 0
     """Of those, how many reached ``harness.summary_budget`` without their end token (cut at the cap)."""
     summary_lengths: tuple[int, ...] = ()

@@ -115,8 +115,7 @@ def rollout_stats(batches: list[RolloutBatch]) -> dict[str, Any]:
 def summary_content(rollouts: list[RolloutRecord]) -> dict[str, float]:
     """What the rollouts' summaries were, under :mod:`simlab.names`' keys: their length (mean and quantiles),
     the share cut at their budget, and of the summaries each key of the task's probe applied to
-    (:data:`simlab.names.SUMMARY_HOLDS`: the asked fact; with a cue, the cued fact and another one), the share
-    holding it; NaN where none were."""
+    (:data:`simlab.names.SUMMARY_HOLDS`), the share holding it; NaN where none were."""
     lengths = np.array([n for r in rollouts for n in r.summary_lengths], dtype=np.float64)
     written = sum(r.summaries for r in rollouts)
     out = {names.SUMMARY_LENGTH: float(lengths.mean()) if lengths.size else math.nan,
