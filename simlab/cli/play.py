@@ -307,8 +307,8 @@ def base(
         typer.Option(help="Local store of the cached base checkpoints (default: <home>/mlruns, as for train)."),
     ] = None,
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="Also write base-quality.md/.csv/.parquet here, and base-checks.csv/.parquet: every seed's cloning "
-             "checks (base.check_every), where it has them.")] = None,
+        help="Also write base-quality.md/.csv/.parquet here, and base-checks.md/.csv/.parquet: every seed's "
+             "cloning checks (base.check_every), where it has them.")] = None,
 ) -> None:
     """Check the base before the RL: each seed's base model (built or cached) on the seed's held-out set,
     beside its teacher on the same instances and its floor (the base with its summaries emptied)."""

@@ -110,7 +110,7 @@ class CloneChecks:
         metrics = check_metrics(quality)
         self.curve.append({"steps": step, **metrics})
         self.last = {"steps": step, "episodes": b.check_episodes, "text": quality.describe(), "metrics": metrics,
-                     "curve": list(self.curve)}
+                     "curve": self.curve}
         success = metrics[names.BASE_CHECK_SUCCESS]
         self.best, self.stale = (success, 0) if success > self.best else (self.best, self.stale + 1)
         cleared = b.min_gain is not None and 100 * quality.gain >= b.min_gain
