@@ -34,6 +34,7 @@ from simlab.policy.model import Policy
 from simlab.train.base import base_harness, imitation_step
 from simlab.train.rollouts import collect, evaluate
 from simlab.train.tokens import TokenBatch
+from simlab.update import Adam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import equivalence  # the sibling module: the table header and the success key
@@ -60,7 +61,7 @@ def run(schedule: str, seed: int) -> list[dict[str, object]]:
     torch.manual_seed(cfg.base_seed)
     policy = Policy(cfg.policy.replace(value_head=False))
     harness = base_harness(cfg)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
+    opt = Adam(policy.parameters(), cfg.base.lr)
     rng = np.random.default_rng(cfg.base_seed + 12345)  # behaviour_clone's demonstration stream
     rows, seconds = [], 0.0
     for step in range(1, cfg.base.steps + 1):

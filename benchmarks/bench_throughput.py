@@ -81,6 +81,7 @@ import torch
 import torch.nn.functional as F
 
 import simlab.train.rollouts
+import simlab.update
 from simlab.config import RunConfig, apply_overrides, parse_overrides, resolve
 from simlab.harness import RolloutBatch, run_rollouts
 from simlab.policy.agent import PolicyAgent
@@ -357,7 +358,8 @@ def probing(probe: Probe, device: torch.device) -> Iterator[None]:
             stack.enter_context(patched(Trainer, "minibatches", count_minibatches))
         if hasattr(Decoder, "append_sampled"):
             stack.enter_context(patched(Decoder, "append_sampled", count_rows))
-        for owner, name in ((torch.optim.Adam, "step"), (torch.optim.Optimizer, "zero_grad"),
+        own = getattr(simlab.update, "Optimiser", None)  # simlab's own optimisers; torch.optim's before them
+        for owner, name in ((own or torch.optim.Adam, "step"), (own or torch.optim.Optimizer, "zero_grad"),
                             (torch.nn.utils, "clip_grad_norm_")):
             stack.enter_context(patched(owner, name, timing(probe, "optimiser", device)))
         yield

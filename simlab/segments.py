@@ -7,7 +7,7 @@ Rows are segments in rollout-major order (every segment of rollout 0, then rollo
 holds the optimised tokens of one segment left-aligned in a ``(num_segments, max_tokens)`` grid; the
 rest of the row is padding. Dummy rows (``pad_to``) have zero tokens and belong to no rollout.
 
-Everything here is numpy (and two compiled loops); the batch knows nothing about tasks, models or trainers.
+Everything here is numpy; the batch knows nothing about tasks, models or trainers.
 The checks of the per-rollout lists a batch is built from are in :mod:`simlab.segment_checks`.
 """
 
@@ -23,7 +23,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from simlab.arrays import BoolArray, FloatArray, IntArray
-from simlab.lazy import jit
 from simlab.rules import check_value, ints
 from simlab.segment_checks import critic_grid, encode_groups, finished_flags, finite_vector, segment_counts
 
@@ -292,41 +291,30 @@ def within_group_stats(segments: IntArray, rewards: FloatArray, groups: IntArray
     return {"segments_sd": float(sd.mean()), "corr": float(dk @ dr) / den if den > 0 else math.nan}
 
 
-# --- compiled loops over a batch's real tokens (the credit layer's kernels are in simlab.credit.kernels)
+# --- whole-array loops over a batch's real tokens (the credit layer's compiled kernels are in
+# simlab.credit.kernels; these two are plain numpy, so a run whose estimator needs no kernel never
+# loads numba, about 1.3 s of a short run's start)
 
 
 def broadcast_rows(
     per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64], width: int
 ) -> NDArray[np.float64]:
     """out[s, :n_s] = per_row[s]; 0 elsewhere.  Shapes: (S,), (S,) -> (S, W)."""
-    out = np.zeros((seg_tokens.size, width))
-    _broadcast_rows(out, per_row, seg_tokens)
+    real = np.arange(width)[None, :] < seg_tokens[:, None]  # (S, W)
+    out: NDArray[np.float64] = np.where(real, per_row[:, None], 0.0)
     return out
 
 
-@jit
-def _broadcast_rows(
-    out: NDArray[np.float64], per_row: NDArray[np.float64], seg_tokens: NDArray[np.int64]
-) -> None:
-    for s in range(seg_tokens.size):
-        x = per_row[s]
-        if x != 0.0:
-            for t in range(seg_tokens[s]):
-                out[s, t] = x
-
-
-@jit
 def tokens_after(seg_tokens: NDArray[np.int64], seg_rollout: NDArray[np.int64]) -> NDArray[np.int64]:
-    """N_after(s): optimised tokens of later segments of the same rollout.  (S,), (S,) -> (S,)."""
+    """N_after(s): optimised tokens of the later rows of the same run of a rollout's rows (dummies skipped),
+    0 on dummies.  (S,), (S,) -> (S,)."""
     out = np.zeros(seg_tokens.size, dtype=np.int64)
-    running = 0
-    current = -2
-    for s in range(seg_tokens.size - 1, -1, -1):
-        if seg_rollout[s] < 0:
-            continue
-        if seg_rollout[s] != current:
-            current = seg_rollout[s]
-            running = 0
-        out[s] = running
-        running += seg_tokens[s]
+    real = np.flatnonzero(seg_rollout >= 0)
+    if real.size == 0:
+        return out
+    tokens, rollout = seg_tokens[real].astype(np.int64), seg_rollout[real]
+    ends = np.append(rollout[1:] != rollout[:-1], True)  # (n,) the last row of each run of one rollout
+    through = np.cumsum(tokens)  # tokens up to and including each row
+    run_end = np.minimum.accumulate(np.where(ends, np.arange(real.size), real.size)[::-1])[::-1]
+    out[real] = through[run_end] - through
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -69,21 +70,94 @@ def cosine_lr(p: float) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(p, 1.0)))
 
 
-Optimiser = Callable[[Iterable[Tensor], float], torch.optim.Optimizer]
+class Optimiser:
+    """A first-order optimiser over one group of parameters, with torch.optim's interface as far as simlab
+    uses it: ``param_groups[0]["lr"]`` (the schedule writes it), ``zero_grad`` and ``step``.
+
+    Why not ``torch.optim``: its ``Optimizer`` imports ``torch._dynamo`` on first use (1.1-2.4 s on this
+    project's machine, 8-15% of a short training run, paid again by every worker process), and simlab
+    never compiles the optimiser step. The two rules below are the textbook ones, written with the same
+    tensor operations in the same order as torch's single-tensor path (the one it takes on the CPU), so
+    their steps are bit for bit torch's there (``tests/update/test_optimisers.py``).
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float) -> None:
+        self.params = [p for p in params if p.requires_grad]
+        self.param_groups: list[dict[str, Any]] = [{"lr": float(lr), "params": self.params}]
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of the next step."""
+        return float(self.param_groups[0]["lr"])
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient (dropped, or zeroed in place when ``set_to_none`` is False)."""
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every parameter that has a gradient."""
+        for p in self.params:
+            if p.grad is not None:
+                self.update(p, p.grad)
+
+    def update(self, p: Tensor, grad: Tensor) -> None:
+        """Move ``p`` (in place) by the rule, given its gradient."""
+        raise NotImplementedError
+
+
+class Adam(Optimiser):
+    """Adam (Kingma and Ba 2015, algorithm 1) with torch's defaults: betas (0.9, 0.999), eps 1e-8.
+
+    m <- m + (1 - b1) (g - m);   v <- b2 v + (1 - b2) g^2;
+    p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        super().__init__(params, lr)
+        self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
+        self.state: dict[Tensor, tuple[int, Tensor, Tensor]] = {}
+
+    def update(self, p: Tensor, grad: Tensor) -> None:
+        """One Adam step of ``p``; its first creates the moments (zeros) and the step count."""
+        t, m, v = self.state.get(p) or (0, torch.zeros_like(p), torch.zeros_like(p))
+        t += 1
+        m.lerp_(grad, 1 - self.beta1)
+        v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+        step_size = self.lr / (1 - self.beta1**t)
+        denom = (v.sqrt() / (1 - self.beta2**t) ** 0.5).add_(self.eps)
+        p.addcdiv_(m, denom, value=-step_size)
+        self.state[p] = (t, m, v)
+
+
+class SGD(Optimiser):
+    """Plain SGD, no momentum: p <- p - lr g."""
+
+    def update(self, p: Tensor, grad: Tensor) -> None:
+        """p <- p - lr g."""
+        p.add_(grad, alpha=-self.lr)
+
+
+OptimiserFactory = Callable[[Iterable[Tensor], float], Optimiser]
 """(parameters, learning rate) -> the optimiser of the policy or the critic (``train.optimizer``)."""
-OPTIMISERS: Registry[Optimiser] = Registry("optimizer")
+OPTIMISERS: Registry[OptimiserFactory] = Registry("optimizer")
 
 
 @OPTIMISERS.register("adam")
-def adam(params: Iterable[Tensor], lr: float) -> torch.optim.Optimizer:
+def adam(params: Iterable[Tensor], lr: float) -> Optimiser:
     """Adam (torch's defaults): every recipe's optimiser; its step barely depends on the gradient's scale."""
-    return torch.optim.Adam(params, lr=lr)
+    return Adam(params, lr)
 
 
 @OPTIMISERS.register("sgd")
-def sgd(params: Iterable[Tensor], lr: float) -> torch.optim.Optimizer:
+def sgd(params: Iterable[Tensor], lr: float) -> Optimiser:
     """Plain SGD, no momentum: a step of lr x the gradient, so a rescaled gradient is a rescaled step."""
-    return torch.optim.SGD(params, lr=lr)
+    return SGD(params, lr)
 
 
 def lr_factor(schedule: str, used: float, planned: float) -> float:

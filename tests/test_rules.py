@@ -15,6 +15,7 @@ import pytest
 from simlab.analysis.audit.data import load_published
 from simlab.analysis.replication.spec import parse_rows
 from simlab.config import RunConfig, resolve
+from simlab.credit.kernels import scale_rows
 from simlab.errors import ConfigError, FindingsError, SpecError
 from simlab.harness.config import HarnessConfig
 from simlab.rules import check_value, ints
@@ -107,8 +108,32 @@ def test_ints_is_one_annotation_per_range() -> None:
 
 
 def test_a_compiled_loop_takes_keywords() -> None:
-    got = tokens_after(seg_tokens=np.array([3, 4, 5]), seg_rollout=np.array([0, 0, 1]))
-    assert got.tolist() == [4, 0, 0]
+    grid = np.ones((2, 3))
+    scale_rows(grid=grid, seg_tokens=np.array([1, 3]), per_row=np.array([2.0, 3.0]))
+    assert grid.tolist() == [[2.0, 1.0, 1.0], [3.0, 3.0, 3.0]]
+
+
+def _tokens_after_loop(seg_tokens: np.ndarray, seg_rollout: np.ndarray) -> list[int]:
+    """N_after by the definition: walk the rows backwards, restarting the count when the rollout changes."""
+    out, running, current = [0] * seg_tokens.size, 0, -2
+    for s in range(seg_tokens.size - 1, -1, -1):
+        if seg_rollout[s] < 0:
+            continue
+        if seg_rollout[s] != current:
+            current, running = seg_rollout[s], 0
+        out[s], running = running, running + int(seg_tokens[s])
+    return out
+
+
+def test_tokens_after_counts_the_later_rows_of_each_rollout() -> None:
+    assert tokens_after(np.array([3, 4, 5]), np.array([0, 0, 1])).tolist() == [4, 0, 0]
+    assert tokens_after(np.array([2, 9, 3]), np.array([0, -1, 0])).tolist() == [3, 0, 0]  # a dummy between
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(0, 12))
+        tokens, rollout = rng.integers(0, 9, n), np.sort(rng.integers(0, 4, n))
+        rollout[rng.random(n) < 0.2] = -1  # dummies anywhere, even inside a rollout's rows
+        assert tokens_after(tokens, rollout).tolist() == _tokens_after_loop(tokens, rollout)
 
 
 def test_a_huge_bad_value_is_shown_shortened_and_kept_whole() -> None:

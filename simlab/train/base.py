@@ -25,6 +25,7 @@ from simlab.stores import file_lock
 from simlab.train.quality import check_metrics, check_seed, heldout_quality, measure
 from simlab.train.rollouts import collect, rollout_metrics
 from simlab.train.tokens import TokenBatch, check_finite, length_buckets, score
+from simlab.update import Adam, Optimiser
 
 
 def device_of(cfg: RunConfig) -> torch.device:
@@ -54,7 +55,7 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
     last check (the checkpoint keeps it, the gate reads it), or None without checks.
     """
     harness = base_harness(cfg)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.base.lr)
+    opt = Adam(policy.parameters(), cfg.base.lr)
     rng = np.random.default_rng(cfg.base_seed + 12345)
     checks = CloneChecks(cfg)
     step = 0
@@ -119,7 +120,7 @@ class CloneChecks:
         return metrics
 
 
-def imitation_step(policy: Policy, opt: torch.optim.Optimizer, tb: TokenBatch, table: Tensor, max_tokens: int,
+def imitation_step(policy: Policy, opt: Optimiser, tb: TokenBatch, table: Tensor, max_tokens: int,
                    step: int, summary_weight: float = 1.0) -> Tensor:
     """One optimiser step on the weighted mean negative log-likelihood of the batch's optimised tokens.
 

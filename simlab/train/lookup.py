@@ -46,6 +46,7 @@ from simlab.train.base import base_harness
 from simlab.train.quality import check_seed
 from simlab.train.rollouts import collect, make_env
 from simlab.train.tokens import TokenBatch
+from simlab.update import Adam
 
 ProbeResult = tuple[dict[str, Any], list[dict[str, Any]]]
 """A probe's result row and its checks' history (one row per check)."""
@@ -250,7 +251,7 @@ def run_probe(cfg: RunConfig, setting: ProbeSetting, budget: ProbeBudget) -> Pro
     start = time.perf_counter()
     torch.manual_seed(setting.seed)
     policy = Policy(cfg.policy.replace(value_head=False, d_model=setting.d_model, n_layer=setting.n_layer))
-    opt = torch.optim.Adam(policy.parameters(), lr=setting.lr)
+    opt = Adam(policy.parameters(), setting.lr)
     allowed = summary_allowed(cfg)
     held = demonstrations(cfg, episodes=budget.check_summaries, seed=check_seed(cfg.replace(seed=setting.seed)))
     held = held.take(torch.arange(min(len(held), budget.check_summaries)))

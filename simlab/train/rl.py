@@ -45,7 +45,15 @@ from simlab.train.tokens import (
     score_in,
     to_token_grid,
 )
-from simlab.update import OPTIMISERS, clipped_policy_loss, explained_variance, lr_factor, value_loss, weighted_entropy
+from simlab.update import (
+    OPTIMISERS,
+    Optimiser,
+    clipped_policy_loss,
+    explained_variance,
+    lr_factor,
+    value_loss,
+    weighted_entropy,
+)
 
 
 @dataclass
@@ -94,7 +102,7 @@ class Trainer:
         self.schedule_used = 0.0
         """Units (rollouts or rows, ``train.schedule_unit``) the policy has been updated on so far."""
         self.critic: Policy | None = None
-        self.critic_opt: torch.optim.Optimizer | None = None
+        self.critic_opt: Optimiser | None = None
         if t.critic == "separate":
             self.critic = critic_from(policy)  # CompactionRL: critic initialised from the policy checkpoint
             # the critic keeps Adam whatever train.optimizer says: under SGD its value regression diverged

@@ -18,6 +18,7 @@ from simlab.sinks import JsonlSink, read_metrics
 from simlab.train import train
 from simlab.train.base import base_checkpoint, base_path
 from simlab.train.quality import CHECK_SEEDS, Quality, check_seed, measure
+from simlab.update import SGD
 
 from .conftest import tiny
 from .test_train import cli
@@ -253,7 +254,7 @@ def test_summary_weight_weighs_the_teachers_summary_tokens_in_the_cloning_loss()
     summary = tb.optimised & (tb.phase == int(Phase.SUMMARY))
     assert 0 < int(summary.sum()) < int(tb.optimised.sum())
     for w in (1.0, 4.0):
-        opt = torch.optim.SGD(policy.parameters(), lr=0.0)  # lr 0: the policy stays as scored above
+        opt = SGD(policy.parameters(), lr=0.0)  # lr 0: the policy stays as scored above
         loss = float(imitation_step(policy, opt, tb, table, 0, 0, summary_weight=w))
         plain = tb.optimised & ~summary
         want = -(lp[plain].sum() + w * lp[summary].sum()) / (plain.sum() + w * summary.sum())

@@ -22,6 +22,7 @@ from simlab.sinks import JsonlSink, read_metrics
 from simlab.train import train
 from simlab.train.rl import Trainer
 from simlab.train.tokens import TokenBatch
+from simlab.update import SGD, Adam
 from tests.test_bad_input import _fails_cleanly, run
 
 from .conftest import tiny
@@ -174,9 +175,9 @@ def test_knobs_that_do_not_go_together(tmp_path: Path, settings: list[str], mess
 
 def test_the_optimizer_is_the_policys_and_the_critic_keeps_adam():
     tr = trainer(optimizer="sgd", lr=0.3, critic_lr_scale=0.003, estimator="gae_compaction", critic="separate")
-    assert isinstance(tr.opt, torch.optim.SGD) and isinstance(tr.critic_opt, torch.optim.Adam)
+    assert isinstance(tr.opt, SGD) and isinstance(tr.critic_opt, Adam)
     assert tr.opt.param_groups[0]["lr"] == 0.3 and tr.critic_opt.param_groups[0]["lr"] == pytest.approx(9e-4)
-    assert isinstance(trainer().opt, torch.optim.Adam)
+    assert isinstance(trainer().opt, Adam)
 
 
 def test_a_misspelt_optimizer_is_refused_before_the_store(tmp_path: Path) -> None:

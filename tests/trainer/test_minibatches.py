@@ -21,6 +21,7 @@ from simlab.train.base import imitation_step
 from simlab.train.rl import Trainer
 from simlab.train.rollouts import collect
 from simlab.train.tokens import TokenBatch, length_buckets
+from simlab.update import SGD
 
 from .conftest import tiny
 
@@ -63,9 +64,9 @@ def sgd_step(trainer: Trainer, update, tb, table, grids):
     """The parameter change of one update with plain SGD at lr 1: minus the clipped accumulated gradient."""
     model = trainer.critic if update == "critic" else trainer.policy
     before = [p.detach().clone() for p in model.parameters()]
-    trainer.opt = torch.optim.SGD(trainer.policy.parameters(), lr=1.0)
+    trainer.opt = SGD(trainer.policy.parameters(), lr=1.0)
     if trainer.critic_opt is not None:
-        trainer.critic_opt = torch.optim.SGD(trainer.critic.parameters(), lr=1.0)
+        trainer.critic_opt = SGD(trainer.critic.parameters(), lr=1.0)
     stats = (trainer.update_critic if update == "critic" else trainer.update_policy)(tb, table, grids, 0)
     return [p.detach() - b for p, b in zip(model.parameters(), before, strict=True)], stats
 
@@ -115,7 +116,7 @@ def test_behaviour_cloning_in_buckets_takes_the_one_pass_step():
     steps, losses = [], []
     for max_tokens in (0, 64):
         policy = copy.deepcopy(start)
-        opt = torch.optim.SGD(policy.parameters(), lr=1.0)
+        opt = SGD(policy.parameters(), lr=1.0)
         losses.append(float(imitation_step(policy, opt, tb, table, max_tokens, 0)))
         steps.append([p.detach() - q.detach() for p, q in zip(policy.parameters(), start.parameters(), strict=True)])
     assert len(length_buckets(tb.lengths, max_rows=10**6, max_tokens=64)) > 1

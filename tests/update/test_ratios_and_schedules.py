@@ -3,6 +3,7 @@ registered name, hand-computed cases, GSPO's sequence-level gradient as the refe
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simlab.errors import ConfigError
-from simlab.update import OPTIMISERS, RATIOS, SCHEDULES, clipped_policy_loss, lr_factor
+from simlab.update import OPTIMISERS, RATIOS, SCHEDULES, SGD, Adam, clipped_policy_loss, lr_factor
 
 F64 = torch.float64
 
@@ -172,3 +173,24 @@ def test_sgd_steps_with_the_gradients_scale_and_adam_does_not():
     torch.testing.assert_close(first_step("sgd", 2.0), torch.tensor([-0.6, -0.1]))
     torch.testing.assert_close(first_step("adam", 1.0), first_step("adam", 2.0))
     torch.testing.assert_close(first_step("adam", 1.0), torch.tensor([-0.1, -0.1]), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("lr", [1e-3, 0.3])
+def test_adam_and_sgd_step_bit_for_bit_as_torch_optim_does_on_the_cpu(lr):
+    # reference: torch.optim's own Adam and SGD, the same model, gradients and learning-rate changes
+    def run(make) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+        opt = make(model.parameters())
+        x = torch.randn(11, 5)
+        for step in range(25):
+            opt.param_groups[0]["lr"] = lr * (1 - step / 50)
+            opt.zero_grad(set_to_none=True)
+            (model(x) ** 2).mean().backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    for mine, torchs in ((Adam, torch.optim.Adam), (SGD, torch.optim.SGD)):
+        got = run(functools.partial(mine, lr=lr))
+        want = run(functools.partial(torchs, lr=lr))
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), mine.__name__
