@@ -31,7 +31,8 @@ import torch
 from simlab.config import RunConfig, resolve
 from simlab.harness.phases import phase_table
 from simlab.policy.model import Policy
-from simlab.train.base import base_harness, imitation_step
+from simlab.train.base import imitation_step
+from simlab.train.identity import base_harness, base_seed
 from simlab.train.rollouts import collect, evaluate
 from simlab.train.tokens import TokenBatch
 from simlab.update import Adam
@@ -58,11 +59,11 @@ def config(schedule: str, seed: int) -> RunConfig:
 def run(schedule: str, seed: int) -> list[dict[str, object]]:
     """behaviour_clone's loop, evaluated at the schedule's checkpoints."""
     cfg = config(schedule, seed)
-    torch.manual_seed(cfg.base_seed)
+    torch.manual_seed(base_seed(cfg))
     policy = Policy(cfg.policy.replace(value_head=False))
     harness = base_harness(cfg)
     opt = Adam(policy.parameters(), cfg.base.lr)
-    rng = np.random.default_rng(cfg.base_seed + 12345)  # behaviour_clone's demonstration stream
+    rng = np.random.default_rng(base_seed(cfg) + 12345)  # behaviour_clone's demonstration stream
     rows, seconds = [], 0.0
     for step in range(1, cfg.base.steps + 1):
         start = time.process_time()

@@ -22,8 +22,6 @@ are declared in :mod:`simlab.run_sections` and exported from here.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,7 +38,6 @@ from simlab.policy.config import PolicyConfig
 from simlab.recipes import RECIPES
 from simlab.rules import Names, Seed, check_value
 from simlab.run_sections import (
-    BASE_LATER_SETTINGS,
     EVAL_SEED_STRIDE,
     RUN_EVAL_SEEDS,
     BaseConfig,
@@ -51,7 +48,7 @@ from simlab.schema import Section, loggable, parse_overrides, parse_value, read_
 from simlab.schema import flatten as flatten_paths
 from simlab.settings import USER, Layer, Settings
 from simlab.tasks.config import TaskConfig
-from simlab.tasks.presets import BASE_LATER_FIELDS, PRESET_NAMES, PRESETS, get_preset, hashed_fields
+from simlab.tasks.presets import PRESET_NAMES, PRESETS, get_preset
 
 SECTIONS = ("task", "harness", "policy", "base", "train", "eval")
 TOP_LEVEL = ("seed", "device")
@@ -119,18 +116,6 @@ class RunConfig(Section):
         out["policy"] = policy
         return out
 
-    def base_harness_settings(self) -> dict[str, Any]:
-        """Harness settings of the base model's demonstrations (see ``trainer.base_harness``)."""
-        geometry = ("window", "summary_tokens", "max_compactions", "max_steps", "v_sum")
-        settings = {**get_preset(self.preset).harness, **{k: getattr(self.harness, k) for k in geometry}}
-        settings.pop("summary_budget", None)  # the run's, not the preset's; absent when unset (older keys hold)
-        if self.harness.summary_budget is not None:
-            settings["summary_budget"] = self.harness.summary_budget
-        settings["summariser"] = "self"
-        if self.base.compact_demos:
-            settings["trigger"] = "policy"
-        return settings
-
     @property
     def eval_seed(self) -> int:
         """The first held-out instance seed: ``eval.seed``, or the run seed's own set when it is ``"run"``."""
@@ -140,32 +125,6 @@ class RunConfig(Section):
     def train_seed_limit(self) -> int:
         """Training and behaviour-cloning instance seeds stay below this, so no held-out instance is trained on."""
         return RUN_EVAL_SEEDS if self.eval.seed == "run" else int(self.eval.seed)
-
-    @property
-    def base_seed(self) -> int:
-        """The seed the base model is built with: ``base.seed``, or the run's seed when it is ``"run"``."""
-        return self.seed if self.base.seed == "run" else int(self.base.seed)
-
-    def base_task(self) -> TaskConfig:
-        """The task the base model's demonstrations are played on (``base.teach``)."""
-        return self.task.full_information() if self.base.teach == "full" else self.task
-
-    def base_key(self) -> str:
-        """Address of this run's base checkpoint: the task it was taught on (``base_task``), the preset's
-        harness, the policy shape, ``base``, and the range its demonstrations are drawn from where a numeric
-        ``eval.seed`` moves it. Tasks that differ only in what ``teach = "full"`` takes away
-        (PeekRead's coupling) share one base model."""
-        policy = self.policy.model_dump(mode="json", exclude={"value_head"})  # heads are added later
-        base = {**{k: v for k, v in self.base.model_dump(mode="json").items()
-                   if k != "cache" and (k not in BASE_LATER_SETTINGS or BASE_LATER_SETTINGS[k] != v)},
-                "seed": self.base_seed}
-        task = hashed_fields(self.base_task(), BASE_LATER_FIELDS)
-        payload: dict[str, Any] = {"env": self.env_id, "task": task, "harness": self.base_harness_settings(),
-                                   "policy": policy, "base": base, "v_sum": self.harness.v_sum}
-        if self.train_seed_limit != RUN_EVAL_SEEDS:  # cloning draws its instances below it (keys as before else)
-            payload["clone_seeds"] = self.train_seed_limit
-        blob = json.dumps(payload, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 # ------------------------------------------------------------------------------------- resolving

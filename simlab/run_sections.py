@@ -224,13 +224,6 @@ class TrainConfig(Section):
         return opts
 
 
-BASE_LATER_SETTINGS: dict[str, Any] = {"teach": "task", "compact_hazard": 0.0, "check_every": None,
-                                       "check_episodes": 128, "max_steps": None, "min_gain": None,
-                                       "patience": None, "summary_weight": 1.0}
-"""``base`` settings added after base models were built, with their defaults: a base model that leaves one at
-its default keeps the key it had before the setting existed (``RunConfig.base_key``)."""
-
-
 class BaseConfig(Section):
     """The "base model": behaviour cloning from a reference agent, built once per task preset and cached."""
 

@@ -21,10 +21,6 @@ LATER_FIELDS: dict[str, Any] = {"reread": False, "cue_reliability": None, "cue_a
 default hashes as it did before the field existed, so its measurements stay keyed to it."""
 
 
-BASE_LATER_FIELDS: dict[str, Any] = {k: v for k, v in LATER_FIELDS.items() if k != "reread"}
-"""The same for base-model keys (``RunConfig.base_key``), which began to hash ``reread`` when it was added."""
-
-
 def hashed_fields(task: TaskConfig, later: dict[str, Any] = LATER_FIELDS) -> dict[str, Any]:
     """A task config's fields as a hash sees them: a field of ``later`` at its default left out."""
     return {k: v for k, v in task.model_dump(mode="json").items() if k not in later or later[k] != v}

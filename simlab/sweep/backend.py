@@ -128,9 +128,10 @@ def _simlab_prepare(cfgs: list[RunConfig], store: Path, workers: int = 1) -> Non
     ``base.seed = "run"``) seed, built side by side on up to ``workers`` processes."""
     from tqdm import tqdm
 
-    from simlab.train.base import base_checkpoint, base_path, clone_budget
+    from simlab.train.base import base_checkpoint, clone_budget
+    from simlab.train.identity import base_key, base_path
 
-    todo = {cfg.base_key(): cfg for cfg in cfgs if not (cfg.base.cache and base_path(cfg, store).exists())}
+    todo = {base_key(cfg): cfg for cfg in cfgs if not (cfg.base.cache and base_path(cfg, store).exists())}
     if not todo:
         return
     jobs = min(workers, len(todo))

@@ -22,6 +22,7 @@ from simlab.policy.device import default_device
 from simlab.policy.model import Policy
 from simlab.sinks import MetricSink
 from simlab.stores import file_lock
+from simlab.train.identity import base_harness, base_path, base_seed
 from simlab.train.quality import check_metrics, check_seed, heldout_quality, measure
 from simlab.train.rollouts import collect, rollout_metrics
 from simlab.train.tokens import TokenBatch, check_finite, length_buckets, score
@@ -56,7 +57,7 @@ def behaviour_clone(cfg: RunConfig, policy: Policy, sink: MetricSink | None = No
     """
     harness = base_harness(cfg)
     opt = Adam(policy.parameters(), cfg.base.lr)
-    rng = np.random.default_rng(cfg.base_seed + 12345)
+    rng = np.random.default_rng(base_seed(cfg) + 12345)
     checks = CloneChecks(cfg)
     step = 0
     while not checks.done(step):
@@ -146,21 +147,6 @@ def imitation_step(policy: Policy, opt: Optimiser, tb: TokenBatch, table: Tensor
     return total
 
 
-def base_harness(cfg: RunConfig) -> HarnessConfig:
-    """Where demonstrations are collected: the preset's harness with the run's context geometry.
-
-    The geometry (window, summary length, caps, v_sum) must match the run, since the policy's context
-    and summary sizes follow it; the trigger is ``policy`` so the teacher also demonstrates when to emit
-    COMPACT. Recipes that differ only in trigger, tail, discard or threshold share one base model.
-    """
-    return HarnessConfig().replace(**cfg.base_harness_settings())
-
-
-def base_path(cfg: RunConfig, store: Path) -> Path:
-    """Where ``cfg``'s base checkpoint is cached under the store folder."""
-    return Path(store) / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
-
-
 def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None, progress: Any = None) -> Path:
     """The cached base checkpoint for ``cfg`` (built once per task preset and base config)."""
     path = base_path(cfg, store)
@@ -170,7 +156,7 @@ def base_checkpoint(cfg: RunConfig, store: Path, sink: MetricSink | None = None,
     with file_lock(path, ".lock"):
         if cfg.base.cache and path.exists():  # another worker built it while we waited
             return path
-        torch.manual_seed(cfg.base_seed)
+        torch.manual_seed(base_seed(cfg))
         policy = Policy(cfg.policy.replace(value_head=False)).to(device_of(cfg))
         check = behaviour_clone(cfg, policy, sink, progress)
         meta = checkpoint_meta(cfg)

@@ -42,7 +42,7 @@ from simlab.policy.model import Block, Policy
 from simlab.tasks import vocab
 from simlab.tasks.config import KeyRecallConfig
 from simlab.tasks.keyrecall import cue_in_prompt, cue_position
-from simlab.train.base import base_harness
+from simlab.train.identity import base_harness, base_task
 from simlab.train.quality import check_seed
 from simlab.train.rollouts import collect, make_env
 from simlab.train.tokens import TokenBatch
@@ -282,7 +282,7 @@ def run_probe(cfg: RunConfig, setting: ProbeSetting, budget: ProbeBudget) -> Pro
 
 def summary_allowed(cfg: RunConfig) -> Tensor:
     """(V,) the tokens a summary may hold under ``cfg``'s task and demonstration harness."""
-    env = make_env(cfg, 1, cfg.base_task())
+    env = make_env(cfg, 1, base_task(cfg))
     return torch.from_numpy(phase_table(env, base_harness(cfg).trigger))[int(Phase.SUMMARY)]
 
 

@@ -37,6 +37,7 @@ from simlab.policy.model import Policy
 from simlab.run_sections import EVAL_SEED_STRIDE, RUN_EVAL_SEEDS
 from simlab.segments import succeeded
 from simlab.stores import file_lock
+from simlab.train.identity import base_seed
 from simlab.train.rollouts import collect, rollout_metrics
 
 CLEAR_SIGMAS = 2.0
@@ -111,7 +112,7 @@ def measure(cfg: RunConfig, policy: Policy, *, seed: int, episodes: int,
 
 def check_seed(cfg: RunConfig) -> int:
     """The first instance of the base's check set (:data:`CHECK_SEEDS`)."""
-    return CHECK_SEEDS + cfg.base_seed * EVAL_SEED_STRIDE
+    return CHECK_SEEDS + base_seed(cfg) * EVAL_SEED_STRIDE
 
 
 def check_metrics(quality: Quality) -> dict[str, float]:
@@ -179,7 +180,7 @@ def gate(cfg: RunConfig, check: dict[str, Any] | None) -> None:
                                     "(base.cache = false) or choose None")
     if 100 * check["metrics"][names.BASE_CHECK_GAIN] < need:
         raise BaseGateError(
-            f"base model of seed {cfg.base_seed} missed the gate `base.min_gain={need!r}` after {check['steps']} "
+            f"base model of seed {base_seed(cfg)} missed the gate `base.min_gain={need!r}` after {check['steps']} "
             f"cloning steps: {check['text']} on {check['episodes']} check instances; clone longer "
             "(base.max_steps), or lower base.min_gain",
             key="base.min_gain", value=need, allowed="")

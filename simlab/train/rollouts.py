@@ -25,6 +25,7 @@ from simlab.policy.agent import PolicyAgent
 from simlab.policy.model import Policy
 from simlab.segments import succeeded
 from simlab.summarisers import summariser_for
+from simlab.train.identity import base_task
 
 
 def make_env(cfg: RunConfig, num_envs: int, task: Any = None) -> Any:
@@ -56,7 +57,7 @@ def collect(
     """
     n = prompts * group_size
     if task is None and teacher is not None:
-        task = cfg.base_task()  # a teacher's demonstrations are played on the task base.teach names
+        task = base_task(cfg)  # a teacher's demonstrations are played on the task base.teach names
     env = make_env(cfg, n, task)
     frozen = summariser_for(harness.summariser)(cfg, env, seed=seed + 7, base_path=base_path)
     if teacher is not None:

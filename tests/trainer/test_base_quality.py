@@ -16,7 +16,8 @@ from simlab.policy.checkpoint import load_checkpoint
 from simlab.policy.model import Policy
 from simlab.sinks import JsonlSink, read_metrics
 from simlab.train import train
-from simlab.train.base import base_checkpoint, base_path
+from simlab.train.base import base_checkpoint
+from simlab.train.identity import base_key, base_path, base_seed
 from simlab.train.quality import CHECK_SEEDS, Quality, check_seed, measure
 from simlab.update import SGD
 
@@ -96,21 +97,21 @@ def test_checks_during_cloning_are_kept_with_the_checkpoint(tmp_path):
     assert [c["steps"] for c in curve] == [2, 3]
     assert [c[names.BASE_CHECK_SUCCESS] for c in curve] == [r[names.BASE_CHECK_SUCCESS] for r in rows
                                                               if names.BASE_CHECK_SUCCESS in r]
-    assert check_seed(cfg) == CHECK_SEEDS + cfg.base_seed * 100_000
+    assert check_seed(cfg) == CHECK_SEEDS + base_seed(cfg) * 100_000
 
 
 def test_new_base_settings_at_their_defaults_keep_the_base_key():
     plain = resolve(tiny())
     spelled = resolve(tiny(base={"check_episodes": 128, "max_steps": None, "min_gain": None}))
-    assert plain.base_key() == spelled.base_key()
-    assert resolve(tiny(base={"check_every": 1})).base_key() != plain.base_key()
+    assert base_key(plain) == base_key(spelled)
+    assert base_key(resolve(tiny(base={"check_every": 1}))) != base_key(plain)
 
 
 def test_a_numeric_eval_seed_that_moves_the_cloning_instances_moves_the_base_key():
     plain = resolve(tiny())
-    assert resolve(tiny(eval={"seed": "run"})).base_key() == plain.base_key()  # both clone below 1,000,000
+    assert base_key(resolve(tiny(eval={"seed": "run"}))) == base_key(plain)  # both clone below 1,000,000
     moved = resolve(tiny(eval={"seed": 500_000}))
-    assert moved.train_seed_limit == 500_000 and moved.base_key() != plain.base_key()
+    assert moved.train_seed_limit == 500_000 and base_key(moved) != base_key(plain)
 
 
 def test_cloning_goes_on_past_steps_until_the_cap_when_the_gate_is_missed(tmp_path):

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from simlab.cli import app
 from simlab.config import RunConfig, resolve
+from simlab.train.identity import base_key, base_task
 from simlab.train.rollouts import collect
 
 ROUTES = {"task": {"preset": "peekread-routes-c100"}}
@@ -24,20 +25,20 @@ KEYS_BEFORE = {"keyrecall-tiny": "b3b1431fd693ca8d", "keyrecall-mini": "6426b53d
 @pytest.mark.parametrize("preset", ["keyrecall-tiny", "keyrecall-mini", "peekread-pos"])
 def test_the_default_keeps_the_base_models_built_before(preset: str) -> None:
     cfg = resolve({"task": {"preset": preset}})
-    assert cfg.base.teach == "task" and cfg.base_task() is cfg.task
-    assert cfg.base_key() == KEYS_BEFORE[preset]
+    assert cfg.base.teach == "task" and base_task(cfg) is cfg.task
+    assert base_key(cfg) == KEYS_BEFORE[preset]
 
 
 def test_full_information_is_its_own_base_model_and_shared_across_the_coupling() -> None:
     full = resolve(ROUTES)
     assert full.base.teach == "full"  # the routes presets teach on full information
     real = resolve({**ROUTES, "base": {"teach": "task"}})
-    assert full.base_key() != real.base_key()
+    assert base_key(full) != base_key(real)
     control = resolve({"task": {"preset": "peekread-routes-control"}})
-    assert control.task != full.task and control.base_key() == full.base_key()  # one base model per seed
-    assert resolve({**ROUTES, "task": {**ROUTES["task"], "burst_prob": 0.3}}).base_key() != full.base_key()
-    assert full.base_task() == full.task.full_information()
-    assert (full.base_task().read_payoff, full.base_task().coupling) == (0.0, 0.0)
+    assert control.task != full.task and base_key(control) == base_key(full)  # one base model per seed
+    assert base_key(resolve({**ROUTES, "task": {**ROUTES["task"], "burst_prob": 0.3}})) != base_key(full)
+    assert base_task(full) == full.task.full_information()
+    assert (base_task(full).read_payoff, base_task(full).coupling) == (0.0, 0.0)
 
 
 def test_every_cue_dose_shares_one_base_model_taught_on_the_reliable_cue() -> None:
@@ -46,9 +47,9 @@ def test_every_cue_dose_shares_one_base_model_taught_on_the_reliable_cue() -> No
     def cfg(rho: float, teach: str = "full") -> RunConfig:
         return resolve({"task": {"preset": "keyrecall-mark", "cue_reliability": rho},
                         "base": {"teacher": "cued", "quality": 0.8, "teach": teach}})
-    assert len({cfg(rho).base_key() for rho in (0.0, 0.5, 1.0)}) == 1
-    assert len({cfg(rho, "task").base_key() for rho in (0.0, 0.5, 1.0)}) == 3
-    assert cfg(0.0).base_task().cue_reliability == 1.0 and cfg(0.0).task.cue_reliability == 0.0
+    assert len({base_key(cfg(rho)) for rho in (0.0, 0.5, 1.0)}) == 1
+    assert len({base_key(cfg(rho, "task")) for rho in (0.0, 0.5, 1.0)}) == 3
+    assert base_task(cfg(0.0)).cue_reliability == 1.0 and cfg(0.0).task.cue_reliability == 0.0
     assert resolve({"task": {"preset": "keyrecall-duo"}}).task.full_information().cue_reliability is None
 
 
@@ -75,9 +76,9 @@ def test_an_early_compacting_teacher_is_its_own_base_model_and_the_default_keeps
     plain_teacher = resolve(AUTOCOMPACT)
     early = resolve({**AUTOCOMPACT, "base": {**AUTOCOMPACT["base"], "compact_hazard": 0.15}})
     assert plain_teacher.base.compact_hazard == 0.0
-    assert early.base_key() != plain_teacher.base_key()
+    assert base_key(early) != base_key(plain_teacher)
     for preset in KEYS_BEFORE:  # the setting at its default leaves every earlier key as it was
-        assert resolve({"task": {"preset": preset}}).base_key() == KEYS_BEFORE[preset]
+        assert base_key(resolve({"task": {"preset": preset}})) == KEYS_BEFORE[preset]
 
 
 def _segment_counts(hazard: float) -> np.ndarray:

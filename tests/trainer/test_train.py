@@ -20,6 +20,7 @@ from simlab.recipes import RECIPES
 from simlab.sinks import JsonlSink, read_metrics
 from simlab.train import train
 from simlab.train.base import base_checkpoint
+from simlab.train.identity import base_key
 
 from .conftest import tiny
 
@@ -91,7 +92,7 @@ def test_divergence_stops_cleanly_without_a_checkpoint(tmp_path):
 def test_checkpoint_from_another_vocabulary_is_refused(tmp_path):
     cfg = resolve(tiny())
     other = resolve(tiny(task={"vocab_size": 40}))
-    path = tmp_path / "store" / "base" / f"{cfg.preset}-{cfg.base_key()}.pt"
+    path = tmp_path / "store" / "base" / f"{cfg.preset}-{base_key(cfg)}.pt"
     path.parent.mkdir(parents=True)
     save_checkpoint(path, Policy(other.policy), meta={"v_sum": "v1"})
     with pytest.raises(ValueError, match="vocab_size"):
