@@ -24,6 +24,7 @@ import polars as pl
 from scipy import stats
 
 from simlab.analysis.replication.data import EXPORT_DIR, read_export
+from simlab.analysis.statistics.outcomes import auc
 from simlab.analysis.tables import markdown_table
 from simlab.sweep import labels
 from simlab.sweep.predictions import Comparison, Precondition, Prediction, Reading
@@ -72,12 +73,28 @@ def meets(x: np.ndarray, comparison: Comparison, threshold: float) -> np.ndarray
 def per_seed(runs: pl.DataFrame, history: pl.DataFrame, reading: Reading) -> dict[int, float]:
     """Seed -> the value ``reading`` reads (seeds that lack any part of it are left out)."""
 
+    def curves(arm: str, last: int) -> pl.DataFrame:
+        cell = arm if "=" in arm else labels.label({labels.VARIANT_KEY: arm})  # a cell's label, or a variant's
+        ids = runs.filter(pl.col("variant") == cell).select("run_id", "seed")
+        rows = history.filter((pl.col("key") == reading.metric) & (pl.col("step") <= last)).join(ids, on="run_id")
+        return rows.sort("seed", "step")
+
     def at(arm: str, step: int) -> dict[int, float]:
-        ids = runs.filter(pl.col("variant") == labels.label({labels.VARIANT_KEY: arm})).select("run_id", "seed")
-        rows = history.filter((pl.col("key") == reading.metric) & (pl.col("step") == step)).join(ids, on="run_id")
+        rows = curves(arm, step).filter(pl.col("step") == step)
         return {int(s): float(v) for s, v in rows.select("seed", "value").iter_rows()}
 
+    def area(arm: str) -> dict[int, float]:  # a seed whose curve stops short of ``step`` is left out
+        out = {}
+        for (seed,), g in curves(arm, reading.step).filter(pl.col("value").is_not_nan()).group_by("seed"):
+            g = g.sort("step")
+            t, y = g.get_column("step").to_numpy(), g.get_column("value").to_numpy()
+            if t.size >= 2 and t[-1] == reading.step:
+                out[int(seed)] = auc(t, y)
+        return out
+
     def read(arm: str) -> dict[int, float]:
+        if reading.statistic == "auc":
+            return area(arm)
         value = at(arm, reading.step)
         ref = at(arm, reading.from_step) if reading.from_step is not None else dict.fromkeys(value, 0.0)
         return {s: value[s] - ref[s] for s in value if s in ref}
@@ -100,7 +117,7 @@ def decide(spec: str, claim: Prediction | Precondition, values: dict[int, float]
     x = np.array(list(values.values()))
     mean = float(x.mean())
     se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
-    p = float(stats.ttest_1samp(x, 0.0).pvalue) if x.size > 1 and se > 0 else math.nan
+    p = _t_test(x, se)
     met = int(meets(x, claim.comparison, claim.threshold).sum())
     inside = bool(meets(np.array([mean]), claim.comparison, claim.threshold)[0])
     tie = seeds is None and claim.comparison == "within" and kind == "prediction"
@@ -118,10 +135,23 @@ def decide(spec: str, claim: Prediction | Precondition, values: dict[int, float]
     return Verdict(**base, status=status, values=tuple(values.values()), met=met, mean=mean, se=se, p=p)
 
 
-def tost(mean: float, se: float, n: int, margin: float) -> float:
-    """The TOST p-value of ``|mean| <= margin`` (the larger of the two one-sided t tests, ``n - 1`` df)."""
-    if n < 2 or not se > 0:
+def _t_test(x: np.ndarray, se: float) -> float:
+    """The paired t-test's p-value of the per-seed values against 0; without spread (every seed the same
+    value) its limit: 0 for a value other than 0, 1 for 0. NaN for one seed."""
+    if x.size < 2:
         return math.nan
+    if se == 0:
+        return 0.0 if float(x[0]) != 0 else 1.0
+    return float(stats.ttest_1samp(x, 0.0).pvalue)
+
+
+def tost(mean: float, se: float, n: int, margin: float) -> float:
+    """The TOST p-value of ``|mean| <= margin`` (the larger of the two one-sided t tests, ``n - 1`` df); without
+    spread (``se`` 0) its limit: 0 strictly inside the band, 1 on or outside its edges. NaN for one seed."""
+    if n < 2 or math.isnan(se):
+        return math.nan
+    if se == 0:
+        return 0.0 if abs(mean) < margin else 1.0
     lower = stats.t.sf((mean + margin) / se, n - 1)
     upper = stats.t.sf((margin - mean) / se, n - 1)
     return float(max(lower, upper))

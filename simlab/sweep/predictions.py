@@ -31,23 +31,36 @@ class Reading(BaseModel):
     text: Annotated[str, Field(min_length=1)]
     """The claim as written (for a transcribed one, the header's words)."""
     arm: Annotated[str, Field(min_length=1)]
-    """A variant's name (``variant=`` is added when the exports are read)."""
+    """A variant's name (``variant=`` is added when the exports are read), or a grid cell's whole label as its
+    runs carry it (``train.estimator=gae_segment_local,variant=k8``: any name with ``=`` in it)."""
     metric: Annotated[str, Field(min_length=1)]
     step: Annotated[int, Field(ge=0)]
+    statistic: Literal["value", "auc"] = "value"
+    """``value``: the metric at ``step``; ``auc``: the area under its curve over the run's evaluations up to
+    ``step``, divided by their step range (a mean level; the findings table's statistic)."""
     from_step: Annotated[int, Field(ge=0)] | None = None
-    """Read the change since this step, per seed."""
+    """Read the change since this step, per seed (``value`` only)."""
     versus: str | None = None
-    """Read the difference from this arm (its value, or with ``from_step`` its change), paired by seed."""
+    """Read the difference from this arm (named as ``arm`` is; its value, or with ``from_step`` its change),
+    paired by seed."""
     comparison: Comparison
     threshold: float
     transcribed: Transcribed
 
+    @model_validator(mode="after")
+    def _area_is_no_change(self) -> Reading:
+        if self.statistic == "auc" and self.from_step is not None:
+            raise ValueError("an area (`statistic = 'auc'`) is read from the first evaluation; leave out `from_step`")
+        return self
+
     def reads(self) -> str:
-        """What is read, in words: ``token: eval/...@80 - @0``, ``- segment`` or ``(@80 - @0) - segment's``."""
+        """What is read, in words: ``token: eval/...@80 - @0``, ``- segment``, ``(@80 - @0) - segment's`` or
+        ``token: AUC of eval/... to @20 - segment``."""
+        at = f"AUC of {self.metric} to @{self.step}" if self.statistic == "auc" else f"{self.metric}@{self.step}"
         if self.from_step is not None and self.versus is not None:
             return f"{self.arm}: {self.metric} (@{self.step} - @{self.from_step}) - {self.versus}'s"
         ref = f" - @{self.from_step}" if self.from_step is not None else f" - {self.versus}" if self.versus else ""
-        return f"{self.arm}: {self.metric}@{self.step}{ref}"
+        return f"{self.arm}: {at}{ref}"
 
 
 class Prediction(Reading):

@@ -99,7 +99,6 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
     _check_settings("base", file.base)
     axes = tuple(_parse_axis(key, value, plan) for key, value in file.space.items())
     _check_variants(file.variants, file.space)
-    _check_claims(file)
     if not axes and not file.variants:
         raise SpecError("`space` is empty and there are no `[[variants]]`; sweep at least one key")
     spec = SweepSpec(
@@ -107,6 +106,7 @@ def parse_spec(raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepS
         variants=tuple(file.variants), seeds=tuple(file.seeds), objective=file.objective, plan=plan,
         pruner=file.pruner,
     )
+    _check_claims(file, spec)
     return _with_baseline(spec, file.baseline)
 
 
@@ -119,14 +119,19 @@ def load_claims(path: Path | str) -> tuple[str, list[Prediction], list[Precondit
     return spec.name, file.predictions, file.preconditions
 
 
-def _check_claims(file: SpecFile) -> None:
-    """Each claim's arms are variants of the spec."""
+def _check_claims(file: SpecFile, spec: SweepSpec) -> None:
+    """Each claim's arms are arms of the spec: a variant's name, or (on a grid) a cell's label, as its runs
+    carry it (``train.estimator=gae_segment_local,variant=k8``)."""
     names = [v.name for v in file.variants]
+    cells = [labels.label(point) for point in spec.grid_points()] if spec.sampler == "grid" else []
+    ways = ([f"one of the spec's variants {names}"] if names else []) + (
+        [f"a grid cell's label, such as {cells[0]!r}"] if cells else [])
+    allowed = "choose " + " or ".join(ways) if ways else "the spec has no variant or grid cell to name"
     for kind, claims in (("predictions", file.predictions), ("preconditions", file.preconditions)):
         for i, claim in enumerate(claims):
             for key, arm in (("arm", claim.arm), ("versus", claim.versus)):
-                if arm is not None and arm not in names:
-                    raise _bad(f"{kind}[{i}].{key}", arm, f"choose one of the spec's variants: {names}")
+                if arm is not None and arm not in names and arm not in cells:
+                    raise _bad(f"{kind}[{i}].{key}", arm, allowed)
 
 
 def _check_header(file: SpecFile) -> Plan:

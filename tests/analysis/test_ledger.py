@@ -62,6 +62,40 @@ def test_per_seed_reads_a_level_a_change_and_a_paired_difference_by_hand():
     assert per_seed(runs, history, _prediction(metric="absent")) == {}
 
 
+def test_an_area_is_the_trapezoid_over_the_evaluations_up_to_its_step_by_hand():
+    runs, history = _data()
+    assert per_seed(runs, history, _prediction(statistic="auc")) == pytest.approx({1: 0.5, 2: 0.15, 3: 0.45})
+    diff = per_seed(runs, history, _prediction(statistic="auc", versus="b"))  # b's areas are 0.25 each
+    assert diff == pytest.approx({1: 0.25, 2: -0.1, 3: 0.2})
+    assert per_seed(runs, history, _prediction(statistic="auc", step=0)) == {}  # one evaluation: no area
+    with pytest.raises(ValueError, match="from_step"):
+        _prediction(statistic="auc", from_step=0)
+
+
+def test_an_arm_may_be_a_grid_cells_label():
+    runs, history = _data()
+    runs = runs.with_columns(pl.col("variant").str.replace("variant=", "train.lam=0.8,variant="))
+    cell = _prediction(arm="train.lam=0.8,variant=a", versus="train.lam=0.8,variant=b")
+    assert per_seed(runs, history, cell) == pytest.approx({1: 0.5, 2: -0.3, 3: 0.4})
+    claim = dict(id="1", text="t", arm="train.lam=0.8,variant=a", metric="m", step=2, comparison=">=",
+                 threshold=0.5, transcribed="after the run")
+    parse_spec(_spec(space={"train.lam": [0.8, 0.9]}, predictions=[claim]))
+    with pytest.raises(SpecError, match=r"predictions\[0\]\.arm.*a grid cell's label, such as "
+                                        r"'train.lam=0.8,variant=a'"):
+        parse_spec(_spec(space={"train.lam": [0.8, 0.9]}, predictions=[{**claim, "arm": "train.lam=0.7,variant=a"}]))
+
+
+def test_arms_without_spread_are_decided_by_the_tests_limits():
+    # identical arms: every seed's difference is 0, so the tie holds exactly and an order fails
+    same = {1: 0.0, 2: 0.0, 3: 0.0}
+    tie = decide("s", _prediction(comparison="within", threshold=0.03), same)
+    assert tie.status == HELD and tie.p == 0.0
+    assert decide("s", _prediction(comparison="within", threshold=0.0), same).status == UNDECIDED  # the edge
+    assert decide("s", _prediction(comparison="within", threshold=0.03), {1: 0.05, 2: 0.05}).status == FAILED
+    assert decide("s", _prediction(threshold=0.0, p_below=0.05), {1: 0.1, 2: 0.1}).status == HELD
+    assert decide("s", _prediction(threshold=0.0, p_below=0.05), same).p == 1.0
+
+
 def test_decide_counts_seeds_or_reads_the_mean_with_its_test():
     values = {1: 1.0, 2: 0.2, 3: 0.9}
     assert decide("s", _prediction(seeds=2), values).status == HELD  # 2 of 3 at >= 0.5
