@@ -67,6 +67,7 @@ PINNED = {
     'summaries/compaction-credit': '1b6a20fc447e07ec',
     'summaries/duo-credit': 'ac021628bfe31089',
     'summaries/length': 'bd6d04c938b6cef0',
+    'summaries/length-paid': 'dfe1879f242e775a',
     'summaries/relevance': '18e146fedc769434',
     'summaries/relevance-paired': 'fa6e1f6a291f6f9e',
     'threshold': 'da315df9aa4355af',
