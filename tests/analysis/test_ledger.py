@@ -23,9 +23,10 @@ from simlab.analysis.ledger import (
     ledger_markdown,
     per_seed,
 )
+from simlab.analysis.replication.data import EXPORT_DIR
 from simlab.errors import SpecError
 from simlab.sweep.predictions import Precondition, Prediction
-from simlab.sweep.spec_parse import parse_spec
+from simlab.sweep.spec_parse import load_claims, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -147,6 +148,29 @@ def test_the_committed_claims_read_as_the_issue_found_them():
     assert verdicts[("summaries-length", "2")] == FAILED
     assert verdicts[("question-cut-summary", "")] == MISSED  # 1.8% cut summaries at step 0, its bar 2%
     assert {s for (spec, i), s in verdicts.items() if spec == "question-cut-summary" and i} == {NOT_TESTED}
+
+
+def test_the_findings_claims_read_as_issue_51_found_them():
+    verdicts = {(v.spec, v.id): v.status for v in ledger()}
+    assert verdicts[("finding-normaliser-dose", "1a")] == HELD  # the flip at c = 1: -10.6 points, p 0.002
+    assert verdicts[("finding-gae-lambda", "1a")] == FAILED  # predicted faster; -1.43 AUC points, the other sign
+    assert verdicts[("finding-gae-mask", "1")] == FAILED and verdicts[("finding-gae-mask", "2")] == HELD
+    assert verdicts[("finding-overlong-confirm", "1")] == FAILED  # -1.96 ± 1.34, p 0.16
+    assert verdicts[("finding-overlong-dose", "2a")] == FAILED and verdicts[("finding-overlong-dose", "2b")] == HELD
+    # peekread-winners-k1 still compacts (up to 2 rows), so its "identical arms" differ on every seed
+    assert verdicts[("finding-winners", "2")] == FAILED
+    assert verdicts[("finding-winners", "")] == MET  # the baseline shift at step 0, >= 0.2
+
+
+def test_every_findings_and_questions_spec_with_histories_carries_its_header_claims():
+    # issue 51: a committed pre-registered spec whose exports hold histories has its claims in the ledger
+    missing = []
+    for folder in ("findings", "questions"):
+        for path in sorted((ROOT / "sweeps" / folder).glob("*.toml")):
+            name, predictions, _ = load_claims(path)
+            if (EXPORT_DIR / f"{name}.history.parquet").is_file() and not predictions:
+                missing.append(name)
+    assert missing == []
 
 
 def test_a_precondition_missed_leaves_every_prediction_of_its_spec_not_tested():
