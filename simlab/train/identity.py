@@ -20,9 +20,8 @@ from simlab.tasks.presets import LATER_FIELDS, get_preset
 KEYED_LATER: dict[str, Any] = {
     **{f"task.{name}": before for name, before in LATER_FIELDS.items() if name != "reread"},
     "harness.summary_budget": None,
-    **{f"base.{name}": before for name, before in {
-        "teach": "task", "compact_hazard": 0.0, "check_every": None, "check_episodes": 128, "max_steps": None,
-        "min_gain": None, "patience": None, "summary_weight": 1.0}.items()},
+    "base.teach": "task", "base.compact_hazard": 0.0, "base.check_every": None, "base.check_episodes": 128,
+    "base.max_steps": None, "base.min_gain": None, "base.patience": None, "base.summary_weight": 1.0,
     "clone_seeds": RUN_EVAL_SEEDS,
 }
 """The one re-key policy: a setting added after base models were first keyed (by its place in the key, see
